@@ -1,0 +1,167 @@
+// Package backend makes writable copy-on-write clones of golden data
+// directories. Each way of doing it (btrfs snapshot, reflink, OverlayFS,
+// plain copy) is a Backend; Select probes which of them really work for a
+// store and picks the one whose clones are cheapest to write to.
+package backend
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/fsutil"
+)
+
+// Backend is one way to clone a golden data directory.
+//
+// Checklist for an implementation (the shared suite in backendtest checks
+// each point):
+//   - Probe really tries the operation in a scratch dir below dir and
+//     returns an error that says how to make it work when it cannot.
+//   - Prepare creates clone (which must not exist) as a writable view of
+//     golden with the same content, modes and owners; writes to the clone
+//     never reach golden. scratch is a private directory Prepare may use
+//     (OverlayFS upper and work dirs). It returns the mount points it made.
+//   - Remove undoes Prepare from the paths alone, so that it works after a
+//     crash; it is idempotent and never deletes through a mount.
+type Backend interface {
+	Name() string
+	Probe(ctx context.Context, dir string) error
+	Prepare(ctx context.Context, golden, clone, scratch string) (mounts []string, err error)
+	Remove(ctx context.Context, clone, scratch string) error
+}
+
+// GoldenChecker is implemented by backends that can clone only some
+// goldens (btrfs needs the golden to be a subvolume).
+type GoldenChecker interface {
+	CanClone(golden string) error
+}
+
+// Names lists the backends in the order auto prefers them: cheap first
+// writes first, plain copy last.
+var Names = []string{"btrfs", "reflink", "overlay", "copy"}
+
+// Get returns a backend by name.
+func Get(name string) (Backend, error) {
+	switch name {
+	case "btrfs":
+		return Btrfs{}, nil
+	case "reflink":
+		return Reflink{}, nil
+	case "overlay":
+		return Overlay{}, nil
+	case "copy":
+		return Copy{}, nil
+	}
+	return nil, errs.Invalid("unknown backend %q (use auto, %s)", name, strings.Join(Names, ", "))
+}
+
+// Why says, for the user, what choosing a backend means.
+func Why(name string) string {
+	switch name {
+	case "btrfs":
+		return "the store is on btrfs: a subvolume snapshot is O(1) and first writes copy only the blocks written"
+	case "reflink":
+		return "the store filesystem shares extents (FICLONE): files are cloned, first writes copy only the blocks written"
+	case "overlay":
+		return "kernel OverlayFS works here: one mount per clone, but a file is copied whole on its first read-write open"
+	case "copy":
+		return "no copy-on-write method works for this store: every clone is a full copy (run `dbfork doctor` for how to fix it)"
+	}
+	return ""
+}
+
+// Probe is one backend's verdict for a store.
+type Probe struct {
+	Name  string `json:"name"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// ProbeAll tries every backend for dir.
+func ProbeAll(ctx context.Context, dir string) []Probe {
+	var out []Probe
+	for _, n := range Names {
+		b, _ := Get(n)
+		p := Probe{Name: n, OK: true}
+		if err := b.Probe(ctx, dir); err != nil {
+			p.OK, p.Error = false, err.Error()
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Select resolves a backend name ("auto" or one of Names) for cloning
+// golden in the store at dir and says why it was chosen.
+func Select(ctx context.Context, name, dir, golden string) (Backend, string, error) {
+	if name != "" && name != "auto" {
+		b, err := Get(name)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := usable(ctx, b, dir, golden); err != nil {
+			return nil, "", errs.Unsupported("backend %s does not work here: %v", name, err)
+		}
+		return b, "requested with --backend", nil
+	}
+	var skipped []string
+	for _, n := range Names {
+		b, _ := Get(n)
+		if err := usable(ctx, b, dir, golden); err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s: %v", n, err))
+			continue
+		}
+		return b, Why(n), nil
+	}
+	return nil, "", errs.Unsupported("no backend works for %s: %s", dir, strings.Join(skipped, "; "))
+}
+
+func usable(ctx context.Context, b Backend, dir, golden string) error {
+	if err := b.Probe(ctx, dir); err != nil {
+		return err
+	}
+	if gc, ok := b.(GoldenChecker); ok && golden != "" {
+		return gc.CanClone(golden)
+	}
+	return nil
+}
+
+// probeDir makes a scratch dir below dir for a probe and returns a cleanup.
+func probeDir(dir, name string) (string, func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	p, err := os.MkdirTemp(dir, ".probe-"+name+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	return p, func() {
+		_ = fsutil.UnmountAllUnder(p)
+		_ = fsutil.RemoveAll(p)
+	}, nil
+}
+
+// NewDataDir creates the directory a golden is built in: a btrfs subvolume
+// where the store is on btrfs (so it can be snapshotted), else a plain dir.
+func NewDataDir(path string) error {
+	if fs, err := fsutil.FSType(filepath.Dir(path)); err == nil && fs == "btrfs" {
+		if err := createSubvolume(path); err == nil {
+			return os.Chmod(path, 0o700)
+		}
+	}
+	return os.Mkdir(path, 0o700)
+}
+
+// RemoveDataDir deletes a data dir made by NewDataDir or by a backend.
+func RemoveDataDir(path string) error {
+	if isSubvolume(path) {
+		if err := deleteSubvolume(path); err == nil {
+			return nil
+		}
+	}
+	return fsutil.RemoveAll(path)
+}

@@ -1,0 +1,93 @@
+package backend_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/backend/backendtest"
+	"github.com/dbfork/dbfork/internal/testenv"
+)
+
+// Each filesystem CI can make gets every backend that must work on it,
+// and the backends that must not work are checked to say why.
+var matrix = []struct {
+	fs      string
+	works   []string
+	refuses map[string]string // backend -> part of its probe error
+	auto    string
+}{
+	{"host", []string{"overlay", "copy"}, map[string]string{"reflink": "cannot share extents", "btrfs": "not btrfs"}, "overlay"},
+	{"xfs", []string{"reflink", "overlay", "copy"}, map[string]string{"btrfs": "not btrfs"}, "reflink"},
+	{"btrfs", []string{"btrfs", "reflink", "overlay", "copy"}, nil, "btrfs"},
+}
+
+func TestBackends(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, m := range matrix {
+		t.Run(m.fs, func(t *testing.T) {
+			root := testenv.Dir(t)
+			if m.fs != "host" {
+				root = testenv.LoopFS(t, m.fs, 512<<20)
+			}
+			if m.fs == "host" && hostFS(t, root) != "ext4" {
+				t.Logf("host filesystem is %s, not ext4", hostFS(t, root))
+			}
+			for _, name := range m.works {
+				t.Run(name, func(t *testing.T) {
+					b, err := backend.Get(name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					backendtest.Run(t, b, filepath.Join(root, name))
+				})
+			}
+			for name, want := range m.refuses {
+				b, _ := backend.Get(name)
+				err := b.Probe(context.Background(), root)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("%s probe on %s: got %v, want an error containing %q", name, m.fs, err, want)
+				}
+			}
+			golden := filepath.Join(root, "g")
+			if err := backend.NewDataDir(golden); err != nil {
+				t.Fatal(err)
+			}
+			b, why, err := backend.Select(context.Background(), "auto", root, golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Name() != m.auto || why == "" {
+				t.Fatalf("auto chose %s (%q), want %s", b.Name(), why, m.auto)
+			}
+		})
+	}
+}
+
+func TestSelectRejectsUnknownAndUnusable(t *testing.T) {
+	if _, _, err := backend.Select(context.Background(), "zfs", t.TempDir(), ""); err == nil || !strings.Contains(err.Error(), "unknown backend") {
+		t.Fatalf("got %v", err)
+	}
+	dir := testenv.Dir(t)
+	_, _, err := backend.Select(context.Background(), "btrfs", dir, "")
+	if err == nil || !strings.Contains(err.Error(), "does not work here") {
+		t.Fatalf("btrfs on the host fs: got %v", err)
+	}
+}
+
+func TestBtrfsNeedsSubvolumeGolden(t *testing.T) {
+	root := testenv.LoopFS(t, "btrfs", 512<<20)
+	plain := filepath.Join(root, "plain")
+	if err := mkdirPlain(plain); err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := backend.Select(context.Background(), "auto", root, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Name() != "reflink" {
+		t.Fatalf("auto for a non-subvolume golden on btrfs chose %s, want reflink", b.Name())
+	}
+}

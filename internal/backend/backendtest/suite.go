@@ -1,0 +1,210 @@
+// Package backendtest is the one test suite every clone backend passes on
+// a real filesystem.
+package backendtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/fsutil"
+)
+
+// Run checks b against a golden it builds under dir (a directory on the
+// filesystem under test).
+func Run(t *testing.T, b backend.Backend, dir string) {
+	ctx := context.Background()
+	if err := b.Probe(ctx, dir); err != nil {
+		t.Fatalf("probe %s in %s: %v", b.Name(), dir, err)
+	}
+	golden := filepath.Join(dir, "goldens", "g", "data")
+	makeGolden(t, golden)
+	before := snapshotTree(t, golden)
+
+	clone := func(name string) (string, string) {
+		c := filepath.Join(dir, "instances", name, "data")
+		s := filepath.Join(dir, "instances", name, "scratch")
+		if err := os.MkdirAll(filepath.Dir(c), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Prepare(ctx, golden, c, s); err != nil {
+			t.Fatalf("prepare %s: %v", name, err)
+		}
+		return c, s
+	}
+	c1, s1 := clone("one")
+	c2, s2 := clone("two")
+
+	t.Run("same content, modes and owners", func(t *testing.T) {
+		if got := snapshotTree(t, c1); !equalTrees(t, before, got) {
+			t.Fatal("clone differs from golden")
+		}
+	})
+	t.Run("writes stay in the clone", func(t *testing.T) {
+		writeClone(t, c1)
+		if got := snapshotTree(t, golden); !equalTrees(t, before, got) {
+			t.Fatal("golden changed after writing to a clone")
+		}
+		if got := snapshotTree(t, c2); !equalTrees(t, before, got) {
+			t.Fatal("a write to one clone showed up in another")
+		}
+		data, err := os.ReadFile(filepath.Join(c1, "base", "big"))
+		if err != nil || !bytes.Equal(data[4096:4101], []byte("dirty")) {
+			t.Fatalf("clone lost its own write: %v", err)
+		}
+	})
+	t.Run("remove leaves nothing", func(t *testing.T) {
+		for _, c := range [][2]string{{c1, s1}, {c2, s2}} {
+			if err := b.Remove(ctx, c[0], c[1]); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Remove(ctx, c[0], c[1]); err != nil {
+				t.Fatalf("second remove: %v", err)
+			}
+			for _, p := range c {
+				if _, err := os.Lstat(p); err == nil {
+					t.Fatalf("%s still exists after remove", p)
+				}
+			}
+		}
+		if m, _ := fsutil.MountsUnder(dir); len(m) > 0 {
+			t.Fatalf("mounts left after remove: %v", m)
+		}
+		if got := snapshotTree(t, golden); !equalTrees(t, before, got) {
+			t.Fatal("golden changed by remove")
+		}
+	})
+}
+
+// makeGolden writes a small data-dir-like tree: nested dirs, a multi-MiB
+// file, a symlink, restrictive modes, and (as root) a foreign owner.
+func makeGolden(t *testing.T, golden string) {
+	if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := backend.NewDataDir(golden); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 4<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	files := map[string][]byte{
+		"PG_VERSION":        []byte("15\n"),
+		"base/big":          big,
+		"base/1/small":      []byte("small"),
+		"global/pg_control": bytes.Repeat([]byte{1}, 8192),
+		"empty":             nil,
+	}
+	for name, data := range files {
+		p := filepath.Join(golden, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("base/1/small", filepath.Join(golden, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		_ = filepath.WalkDir(golden, func(p string, d fs.DirEntry, err error) error {
+			if err == nil {
+				err = os.Lchown(p, 65534, 65534)
+			}
+			return err
+		})
+	}
+}
+
+func writeClone(t *testing.T, c string) {
+	f, err := os.OpenFile(filepath.Join(c, "base", "big"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("dirty"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.WriteFile(filepath.Join(c, "new"), []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(c, "empty")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(c, "base", "1")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type entry struct {
+	mode     uint32
+	uid, gid uint32
+	sum      [32]byte
+	link     string
+}
+
+func snapshotTree(t *testing.T, root string) map[string]entry {
+	out := map[string]entry{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		e := entry{mode: st.Mode, uid: st.Uid, gid: st.Gid}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			e.sum = sha256.Sum256(data)
+		case unix.S_IFLNK:
+			e.link, _ = os.Readlink(p)
+		}
+		out[rel] = e
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func equalTrees(t *testing.T, a, b map[string]entry) bool {
+	ok := true
+	for k, ea := range a {
+		eb, found := b[k]
+		if !found {
+			t.Errorf("%s missing", k)
+			ok = false
+		} else if ea != eb {
+			t.Errorf("%s differs: %s vs %s", k, describe(ea), describe(eb))
+			ok = false
+		}
+	}
+	for k := range b {
+		if _, found := a[k]; !found {
+			t.Errorf("%s unexpected", k)
+			ok = false
+		}
+	}
+	return ok
+}
+
+func describe(e entry) string {
+	return fmt.Sprintf("mode %o owner %d:%d sum %x link %q", e.mode, e.uid, e.gid, e.sum[:4], e.link)
+}

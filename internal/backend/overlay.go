@@ -1,0 +1,93 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
+)
+
+// Overlay mounts a kernel OverlayFS with the golden as its lower layer.
+// Creation is one mount, but the kernel copies a whole file up on its
+// first read-write open.
+type Overlay struct{}
+
+func (Overlay) Name() string { return "overlay" }
+
+func (o Overlay) Probe(ctx context.Context, dir string) error {
+	p, done, err := probeDir(dir, "overlay")
+	if err != nil {
+		return err
+	}
+	defer done()
+	lower := filepath.Join(p, "lower")
+	if err := os.Mkdir(lower, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(lower, "f"), []byte("x"), 0o600); err != nil {
+		return err
+	}
+	merged := filepath.Join(p, "merged")
+	if _, err := o.Prepare(ctx, lower, merged, filepath.Join(p, "scratch")); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("mounting OverlayFS needs root here (%v); run dbfork as root, or use a reflink/btrfs store", err)
+		}
+		return err
+	}
+	defer o.Remove(ctx, merged, filepath.Join(p, "scratch"))
+	return os.WriteFile(filepath.Join(merged, "f"), []byte("y"), 0o600)
+}
+
+// Prepare mounts the overlay at clone. The upper dir takes the golden
+// root's owner and mode, so the merged dir is 0700 and owned by the server
+// user, as PostgreSQL demands of a data dir.
+func (Overlay) Prepare(ctx context.Context, golden, clone, scratch string) ([]string, error) {
+	for _, p := range []string{golden, clone, scratch} {
+		if strings.ContainsAny(p, ",:\\") {
+			return nil, fmt.Errorf("path %q has a comma, colon or backslash, which OverlayFS options cannot hold; use another store path", p)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(golden, &st); err != nil {
+		return nil, err
+	}
+	upper, work := filepath.Join(scratch, "upper"), filepath.Join(scratch, "work")
+	for _, d := range []string{scratch, upper, work, clone} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if err := lchown(upper, &st); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(upper, os.FileMode(st.Mode&0o7777)); err != nil {
+		return nil, err
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", golden, upper, work)
+	// index=off: clones of one golden share its lower dir, and the inode
+	// index would tie the lower dir to one upper.
+	err := unix.Mount("overlay", clone, "overlay", 0, opts+",index=off")
+	if errors.Is(err, unix.EINVAL) {
+		err = unix.Mount("overlay", clone, "overlay", 0, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mount overlay at %s: %w", clone, err)
+	}
+	return []string{clone}, nil
+}
+
+func (Overlay) Remove(ctx context.Context, clone, scratch string) error {
+	if err := fsutil.UnmountAllUnder(clone); err != nil {
+		return err
+	}
+	if err := fsutil.RemoveAll(clone); err != nil {
+		return err
+	}
+	return fsutil.RemoveAll(scratch)
+}

@@ -1,0 +1,60 @@
+package fsutil
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Filesystem magic numbers from statfs(2).
+const (
+	magicBtrfs   = 0x9123683E
+	magicXFS     = 0x58465342
+	magicExt4    = 0xEF53
+	magicTmpfs   = 0x01021994
+	magicOverlay = 0x794C7630
+	magicZFS     = 0x2FC12FC1
+	magicFuse    = 0x65735546
+)
+
+// FSType names the filesystem that holds path ("btrfs", "xfs", "ext4", ...).
+func FSType(path string) (string, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return "", fmt.Errorf("statfs %s: %w", path, err)
+	}
+	switch uint32(st.Type) {
+	case magicBtrfs:
+		return "btrfs", nil
+	case magicXFS:
+		return "xfs", nil
+	case magicExt4:
+		return "ext4", nil
+	case magicTmpfs:
+		return "tmpfs", nil
+	case magicOverlay:
+		return "overlay", nil
+	case magicZFS:
+		return "zfs", nil
+	case magicFuse:
+		return "fuse", nil
+	}
+	return fmt.Sprintf("0x%x", uint32(st.Type)), nil
+}
+
+// FreeBytes returns the space available to unprivileged users at path.
+func FreeBytes(path string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// DiskUsage returns the bytes really allocated to the files below root
+// (st_blocks), which is what a copy-on-write clone costs.
+func DiskUsage(root string) (int64, error) {
+	var total int64
+	err := walkStat(root, func(st *unix.Stat_t) { total += st.Blocks * 512 })
+	return total, err
+}

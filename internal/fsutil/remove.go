@@ -1,0 +1,39 @@
+package fsutil
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// RemoveAll deletes path and everything below it, but refuses when anything
+// at or below it is still mounted: deleting through a mount would destroy
+// the golden it exposes.
+func RemoveAll(path string) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	mounted, err := MountsUnder(path)
+	if err != nil {
+		return err
+	}
+	if len(mounted) > 0 {
+		return fmt.Errorf("refusing to remove %s: %s is still mounted", path, mounted[0])
+	}
+	if err := os.RemoveAll(path); err != nil {
+		// Files made read-only (goldens) may sit in dirs we cannot write as
+		// non-root; make dirs writable and retry once.
+		_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				_ = os.Chmod(p, 0o700)
+			}
+			return nil
+		})
+		if err2 := os.RemoveAll(path); err2 != nil {
+			return fmt.Errorf("remove %s: %w", path, err2)
+		}
+	}
+	return nil
+}

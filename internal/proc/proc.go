@@ -1,0 +1,118 @@
+// Package proc identifies processes by PID plus start time, so that a PID
+// recorded by a crashed dbfork is never confused with an unrelated process
+// that later reused the number. dbfork never looks processes up by name.
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Identity is what dbfork records about a process it started.
+type Identity struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"` // clock ticks since boot, /proc/PID/stat field 22
+}
+
+// Of reads the identity of a running process.
+func Of(pid int) (Identity, error) {
+	st, err := startTime(pid)
+	if err != nil {
+		return Identity{}, err
+	}
+	return Identity{PID: pid, StartTime: st}, nil
+}
+
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	// The command name is in parentheses and may hold spaces or ')'.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(s[i+1:])
+	// fields[0] is field 3 (state); start time is field 22.
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("parse /proc/%d/stat: too few fields", pid)
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		return 0, os.ErrNotExist // a zombie has already exited
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// Alive reports whether the recorded process still runs (same PID, same
+// start time). A zero identity is never alive.
+func (id Identity) Alive() bool {
+	if id.PID <= 0 {
+		return false
+	}
+	st, err := startTime(id.PID)
+	return err == nil && st == id.StartTime
+}
+
+// Signal sends sig only if the process is still the one recorded.
+func (id Identity) Signal(sig syscall.Signal) error {
+	if !id.Alive() {
+		return os.ErrProcessDone
+	}
+	err := syscall.Kill(id.PID, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+// Wait polls until the process is gone or ctx ends. It works for processes
+// that are not our children (a server started by an earlier dbfork).
+func (id Identity) Wait(ctx context.Context) error {
+	delay := time.Millisecond
+	for id.Alive() {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if delay < 50*time.Millisecond {
+			delay *= 2
+		}
+	}
+	return nil
+}
+
+// Stop sends sig, waits up to grace, then SIGKILLs the recorded process and
+// waits for it to go. It returns nil when the process is gone.
+func (id Identity) Stop(ctx context.Context, sig syscall.Signal, grace time.Duration) error {
+	if err := id.Signal(sig); errors.Is(err, os.ErrProcessDone) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("signal pid %d: %w", id.PID, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, grace)
+	err := id.Wait(wctx)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := id.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill pid %d: %w", id.PID, err)
+	}
+	wctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return id.Wait(wctx)
+}

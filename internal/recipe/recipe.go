@@ -1,0 +1,375 @@
+// Package recipe reads dbfork.toml: which engine, which database, and the
+// ordered load steps whose inputs make up a golden's key.
+package recipe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/dbfork/dbfork/internal/errs"
+)
+
+// DefaultFile is the recipe file name looked up when -f is not given.
+const DefaultFile = "dbfork.toml"
+
+// Engines dbfork knows how to run.
+var Engines = []string{"postgres", "mariadb", "mysql"}
+
+// Recipe is a parsed, validated dbfork.toml with every input file resolved.
+type Recipe struct {
+	Path     string // absolute path of the recipe file
+	Dir      string // directory relative paths are resolved against
+	Engine   string
+	Version  string // wanted major version ("15"); empty: whatever is found
+	Bindir   string // where the server binaries are; empty: search
+	Database string
+	Owner    string
+	Locale   string
+	Encoding string
+	Freeze   bool              // VACUUM FREEZE ANALYZE / OPTIMIZE at the end of a build
+	Settings map[string]string // server settings for instances (not part of the key)
+	Steps    []Step
+	Pool     Pool
+}
+
+// Step kinds.
+const (
+	StepSQL  = "sql"
+	StepDump = "dump"
+	StepRun  = "run"
+)
+
+// Step is one load step. Files are the inputs whose content is part of the
+// key: the SQL files or dump for sql/dump, the declared inputs for run.
+type Step struct {
+	Kind    string
+	Name    string   // label shown in progress and errors
+	Files   []string // absolute paths, in load order
+	Command string   // for run
+}
+
+// Pool holds warm-pool sizes for `dbfork serve`.
+type Pool struct {
+	Min int
+	Max int
+}
+
+type rawRecipe struct {
+	Engine   string         `toml:"engine"`
+	Version  string         `toml:"version"`
+	Bindir   string         `toml:"bindir"`
+	Database string         `toml:"database"`
+	Owner    string         `toml:"owner"`
+	Locale   string         `toml:"locale"`
+	Encoding string         `toml:"encoding"`
+	Freeze   *bool          `toml:"freeze"`
+	Settings map[string]any `toml:"settings"`
+	Load     []rawStep      `toml:"load"`
+	Pool     *rawPool       `toml:"pool"`
+}
+
+type rawStep struct {
+	SQL    stringList `toml:"sql"`
+	Dump   string     `toml:"dump"`
+	Run    string     `toml:"run"`
+	Inputs stringList `toml:"inputs"`
+	Name   string     `toml:"name"`
+}
+
+type rawPool struct {
+	Min *int `toml:"min"`
+	Max *int `toml:"max"`
+}
+
+// stringList accepts `key = "one"` as well as `key = ["one", "two"]`.
+type stringList []string
+
+func (s *stringList) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case string:
+		*s = []string{v}
+	case []any:
+		for _, e := range v {
+			str, ok := e.(string)
+			if !ok {
+				return fmt.Errorf("expected a string or a list of strings, got %T in the list", e)
+			}
+			*s = append(*s, str)
+		}
+	default:
+		return fmt.Errorf("expected a string or a list of strings, got %T", v)
+	}
+	return nil
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// Load reads and validates the recipe at path.
+func Load(path string) (*Recipe, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, errs.Invalid("recipe %s: %v", path, err)
+	}
+	data, err := os.ReadFile(abs)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errs.NotFound("recipe %s not found (create one, see README \"Recipe\", or pass -f FILE)", path)
+	}
+	if err != nil {
+		return nil, errs.Invalid("recipe %s: %v", path, err)
+	}
+	return Parse(abs, data)
+}
+
+// Parse validates recipe text; path names it in errors and anchors relative
+// paths.
+func Parse(path string, data []byte) (*Recipe, error) {
+	name := filepath.Base(path)
+	var raw rawRecipe
+	md, err := toml.Decode(string(data), &raw)
+	if err != nil {
+		return nil, syntaxError(name, err)
+	}
+	if undec := md.Undecoded(); len(undec) > 0 {
+		keys := make([]string, len(undec))
+		for i, k := range undec {
+			keys[i] = k.String()
+		}
+		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max)", name, keys[0])
+	}
+	r := &Recipe{Path: path, Dir: filepath.Dir(path)}
+	if err := r.fill(name, &raw); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func syntaxError(name string, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		msg := strings.TrimSpace(strings.SplitN(pe.Message, "\n", 2)[0])
+		return errs.Invalid("%s:%d: syntax error: %s", name, pe.Position.Line, msg)
+	}
+	// Type mismatches come back as plain errors naming the key.
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	return errs.Invalid("%s: %s", name, msg)
+}
+
+func (r *Recipe) fill(name string, raw *rawRecipe) error {
+	r.Engine = strings.ToLower(strings.TrimSpace(raw.Engine))
+	if r.Engine == "postgresql" {
+		r.Engine = "postgres"
+	}
+	switch r.Engine {
+	case "":
+		return errs.Invalid("%s: engine is missing (set engine = \"postgres\", \"mariadb\" or \"mysql\")", name)
+	case "postgres", "mariadb", "mysql":
+	default:
+		return errs.Invalid("%s: unknown engine %q (use \"postgres\", \"mariadb\" or \"mysql\")", name, raw.Engine)
+	}
+	r.Version = raw.Version
+	if raw.Version != "" && !regexp.MustCompile(`^[0-9]+(\.[0-9]+)*$`).MatchString(raw.Version) {
+		return errs.Invalid("%s: version %q is not a version number (e.g. \"15\" or \"10.11\")", name, raw.Version)
+	}
+	if raw.Bindir != "" {
+		r.Bindir = r.resolve(raw.Bindir)
+	}
+	r.Database = orDefault(raw.Database, "app")
+	r.Owner = orDefault(raw.Owner, "app")
+	for key, v := range map[string]string{"database": r.Database, "owner": r.Owner} {
+		if !identRe.MatchString(v) {
+			return errs.Invalid("%s: %s %q must be a plain identifier (letters, digits, _; at most 63)", name, key, v)
+		}
+	}
+	r.Locale = orDefault(raw.Locale, "C")
+	r.Encoding = orDefault(raw.Encoding, "UTF8")
+	if !regexp.MustCompile(`^[A-Za-z0-9_.@-]+$`).MatchString(r.Locale + r.Encoding) {
+		return errs.Invalid("%s: locale %q or encoding %q has characters that are not allowed", name, r.Locale, r.Encoding)
+	}
+	r.Freeze = raw.Freeze == nil || *raw.Freeze
+	if err := r.fillSettings(name, raw.Settings); err != nil {
+		return err
+	}
+	for i, rs := range raw.Load {
+		st, err := r.step(name, i, rs)
+		if err != nil {
+			return err
+		}
+		r.Steps = append(r.Steps, st)
+	}
+	return r.fillPool(name, raw.Pool)
+}
+
+func (r *Recipe) fillSettings(name string, raw map[string]any) error {
+	r.Settings = map[string]string{}
+	keyRe := regexp.MustCompile(`^[a-z_][a-z0-9_.]*$`)
+	for k, v := range raw {
+		if !keyRe.MatchString(k) {
+			return errs.Invalid("%s: settings key %q is not a server setting name", name, k)
+		}
+		switch v := v.(type) {
+		case string:
+			if strings.ContainsAny(v, "\n\x00") {
+				return errs.Invalid("%s: settings.%s holds a newline or NUL", name, k)
+			}
+			r.Settings[k] = v
+		case int64, float64, bool:
+			r.Settings[k] = fmt.Sprint(v)
+		default:
+			return errs.Invalid("%s: settings.%s must be a string, number or boolean", name, k)
+		}
+	}
+	return nil
+}
+
+func (r *Recipe) fillPool(name string, raw *rawPool) error {
+	r.Pool = Pool{Min: 2, Max: 8}
+	if raw == nil {
+		return nil
+	}
+	if raw.Min != nil {
+		r.Pool.Min = *raw.Min
+	}
+	if raw.Max != nil {
+		r.Pool.Max = *raw.Max
+	}
+	if r.Pool.Min < 0 || r.Pool.Max < 1 || r.Pool.Min > r.Pool.Max || r.Pool.Max > 256 {
+		return errs.Invalid("%s: pool needs 0 <= min <= max and 1 <= max <= 256 (got min=%d max=%d)", name, r.Pool.Min, r.Pool.Max)
+	}
+	return nil
+}
+
+func (r *Recipe) step(name string, i int, rs rawStep) (Step, error) {
+	where := fmt.Sprintf("%s: load[%d]", name, i+1)
+	kinds := 0
+	for _, set := range []bool{len(rs.SQL) > 0, rs.Dump != "", rs.Run != ""} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		return Step{}, errs.Invalid("%s: needs exactly one of sql, dump or run", where)
+	}
+	st := Step{Name: rs.Name}
+	var patterns []string
+	switch {
+	case len(rs.SQL) > 0:
+		st.Kind, patterns = StepSQL, rs.SQL
+	case rs.Dump != "":
+		st.Kind, patterns = StepDump, []string{rs.Dump}
+	default:
+		st.Kind, st.Command, patterns = StepRun, rs.Run, rs.Inputs
+	}
+	if st.Kind != StepRun && len(rs.Inputs) > 0 {
+		return Step{}, errs.Invalid("%s: inputs only belongs to run steps", where)
+	}
+	for _, p := range patterns {
+		files, err := r.expand(p)
+		if err != nil {
+			return Step{}, errs.Invalid("%s: %v", where, err)
+		}
+		st.Files = append(st.Files, files...)
+	}
+	if st.Kind == StepDump && len(st.Files) != 1 {
+		return Step{}, errs.Invalid("%s: dump %q must name exactly one file, matched %d", where, rs.Dump, len(st.Files))
+	}
+	if st.Name == "" {
+		st.Name = r.defaultName(st)
+	}
+	return st, nil
+}
+
+func (r *Recipe) defaultName(st Step) string {
+	switch st.Kind {
+	case StepRun:
+		c := st.Command
+		if len(c) > 40 {
+			c = c[:37] + "..."
+		}
+		return "run " + c
+	case StepDump:
+		return "restore " + r.Rel(st.Files[0])
+	}
+	if len(st.Files) == 1 {
+		return "load " + r.Rel(st.Files[0])
+	}
+	return fmt.Sprintf("load %d SQL files", len(st.Files))
+}
+
+func (r *Recipe) resolve(p string) string {
+	if strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			p = filepath.Join(home, p[2:])
+		}
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.Dir, p)
+	}
+	return filepath.Clean(p)
+}
+
+// Rel names a file relative to the recipe directory when it lies below it.
+func (r *Recipe) Rel(p string) string {
+	if rel, err := filepath.Rel(r.Dir, p); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return p
+}
+
+// expand resolves one pattern: a glob, a file, or a directory (every
+// regular file below it, sorted by path, which is how migration tools
+// order their files).
+func (r *Recipe) expand(pattern string) ([]string, error) {
+	if strings.TrimSpace(pattern) == "" {
+		return nil, fmt.Errorf("empty file name")
+	}
+	full := r.resolve(pattern)
+	matches, err := filepath.Glob(full)
+	if err != nil {
+		return nil, fmt.Errorf("bad pattern %q: %v", pattern, err)
+	}
+	if len(matches) == 0 {
+		if strings.ContainsAny(pattern, "*?[") {
+			return nil, fmt.Errorf("no file matches %q (relative to %s)", pattern, r.Dir)
+		}
+		return nil, fmt.Errorf("file %s not found", full)
+	}
+	sort.Strings(matches)
+	var out []string
+	for _, m := range matches {
+		fi, err := os.Stat(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", m, err)
+		}
+		if !fi.IsDir() {
+			out = append(out, m)
+			continue
+		}
+		err = filepath.WalkDir(m, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() {
+				out = append(out, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", m, err)
+		}
+	}
+	return out, nil
+}
+
+func orDefault(v, d string) string {
+	if strings.TrimSpace(v) == "" {
+		return d
+	}
+	return v
+}

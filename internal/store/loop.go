@@ -1,0 +1,134 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/fsutil"
+)
+
+// A loop-backed store keeps its filesystem in ROOT.img beside ROOT. The
+// image's existence is the record: Open remounts it after a reboot.
+
+// ImagePath is where a loop-backed store keeps its image.
+func ImagePath(root string) string { return filepath.Clean(root) + ".img" }
+
+func ensureLoopMounted(root string) error {
+	img := ImagePath(root)
+	if _, err := os.Stat(img); err != nil {
+		return nil // not a loop-backed store
+	}
+	if ok, err := fsutil.IsMountpoint(root); err != nil || ok {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errs.Unsupported("the store image %s is not mounted at %s; mount it as root: sudo dbfork --store %s store mount", img, root, root)
+	}
+	return MountImage(img, root)
+}
+
+// MountImage loop-mounts a filesystem image at dir. Buffered loop I/O (the
+// default) lets clones sharing extents share the host page cache.
+func MountImage(img, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("mount %s at %s: %v: %s", img, dir, err, strings.TrimSpace(string(out)))
+	}
+	return os.Chmod(dir, 0o755)
+}
+
+// CreateLoopFS makes a sparse image of size bytes with the given
+// filesystem (xfs with reflink, or btrfs) and mounts it at dir, which must
+// be empty or missing.
+func CreateLoopFS(img, dir, fstype string, size int64) error {
+	var mkfs []string
+	switch fstype {
+	case "xfs":
+		mkfs = []string{"mkfs.xfs", "-q", "-m", "reflink=1", img}
+	case "btrfs":
+		mkfs = []string{"mkfs.btrfs", "-q", img}
+	default:
+		return errs.Invalid("store filesystem %q: use xfs or btrfs", fstype)
+	}
+	if os.Geteuid() != 0 {
+		return errs.Unsupported("creating a loop-backed store needs root (loop devices and mount); run it with sudo")
+	}
+	min := int64(300 << 20) // XFS and btrfs refuse much smaller images
+	if size < min {
+		return errs.Invalid("store size %d bytes is too small; use at least 300M", size)
+	}
+	if _, err := exec.LookPath(mkfs[0]); err != nil {
+		pkg := map[string]string{"xfs": "xfsprogs", "btrfs": "btrfs-progs"}[fstype]
+		return errs.MissingTool("%s not found on PATH; install it: apt-get install %s", mkfs[0], pkg)
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return errs.Conflict("%s is not empty; a loop-backed store must start empty (use another --store, or remove what is there)", dir)
+	}
+	if _, err := os.Stat(img); err == nil {
+		return errs.Conflict("image %s already exists; remove it first or use another --store", img)
+	}
+	if err := os.MkdirAll(filepath.Dir(img), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(img, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	f.Close()
+	if err == nil {
+		var out []byte
+		out, err = exec.Command(mkfs[0], mkfs[1:]...).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%s: %v: %s", mkfs[0], err, strings.TrimSpace(string(out)))
+		}
+	}
+	if err == nil {
+		err = MountImage(img, dir)
+	}
+	if err != nil {
+		os.Remove(img)
+		return err
+	}
+	return nil
+}
+
+// UnmountImage unmounts a loop-backed store; the loop device goes with it
+// (mount -o loop sets autoclear).
+func UnmountImage(dir string) error {
+	return fsutil.Unmount(dir)
+}
+
+// ParseSize reads sizes like 500M, 20G, 1T or a plain byte count.
+func ParseSize(s string) (int64, error) {
+	s = strings.TrimSpace(strings.ToUpper(s))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "IB"), "B")
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			s = s[:n-1]
+		}
+	}
+	var v int64
+	if _, err := fmt.Sscanf(s, "%d", &v); err != nil || v <= 0 || fmt.Sprint(v) != s {
+		return 0, errs.Invalid("size %q: use a number with K, M, G or T, e.g. 20G", s)
+	}
+	return v * mult, nil
+}
