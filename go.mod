@@ -6,3 +6,14 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	golang.org/x/sys v0.49.0
 )
+
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	golang.org/x/term v0.47.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)

@@ -69,7 +69,7 @@ func Why(name string) string {
 	case "overlay":
 		return "kernel OverlayFS works here: one mount per clone, but a file is copied whole on its first read-write open"
 	case "copy":
-		return "no copy-on-write method works for this store: every clone is a full copy (run `dbfork doctor` for how to fix it)"
+		return "a full byte copy of the golden per clone: slow and big, the last resort (`dbfork doctor` says how to get copy-on-write)"
 	}
 	return ""
 }

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/engine/postgres"
+	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+type doctorReport struct {
+	Store struct {
+		Path       string `json:"path"`
+		FS         string `json:"filesystem"`
+		FreeBytes  uint64 `json:"free_bytes"`
+		LoopImage  string `json:"loop_image,omitempty"`
+		ServerUser string `json:"server_user"`
+	} `json:"store"`
+	Backends []backend.Probe `json:"backends"`
+	Auto     struct {
+		Backend string `json:"backend"`
+		Why     string `json:"why"`
+	} `json:"auto"`
+	Engines []engineReport    `json:"engines"`
+	Tools   map[string]string `json:"tools"`
+	Advice  []string          `json:"advice"`
+}
+
+type engineReport struct {
+	Engine  string `json:"engine"`
+	OK      bool   `json:"ok"`
+	Bindir  string `json:"bindir,omitempty"`
+	Version string `json:"version,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+func newDoctorCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Say which clone backends and server binaries work here, which one auto picks, and how to fix the rest",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			s, err := g.openStore()
+			if err != nil {
+				return err
+			}
+			var rep doctorReport
+			rep.Store.Path = s.Root
+			rep.Store.FS, _ = fsutil.FSType(s.Root)
+			rep.Store.FreeBytes, _ = fsutil.FreeBytes(s.Root)
+			rep.Store.ServerUser = s.User.Name
+			if _, err := os.Stat(store.ImagePath(s.Root)); err == nil {
+				rep.Store.LoopImage = store.ImagePath(s.Root)
+			}
+			rep.Backends = backend.ProbeAll(ctx, s.InstancesDir())
+			if b, why, err := backend.Select(ctx, "auto", s.InstancesDir(), ""); err == nil {
+				rep.Auto.Backend, rep.Auto.Why = b.Name(), why
+			}
+			er := engineReport{Engine: "postgres"}
+			if pg, err := postgres.New(ctx, "", ""); err != nil {
+				er.Error = err.Error()
+				rep.Advice = append(rep.Advice, "install PostgreSQL: apt-get install postgresql")
+			} else {
+				er.OK, er.Bindir = true, pg.Bindir
+				er.Version, _ = pg.Version(ctx)
+			}
+			rep.Engines = append(rep.Engines, er)
+			rep.Tools = map[string]string{}
+			for _, t := range []string{"mkfs.xfs", "mkfs.btrfs", "mount"} {
+				if p, err := exec.LookPath(t); err == nil {
+					rep.Tools[t] = p
+				} else {
+					rep.Tools[t] = "missing"
+				}
+			}
+			rep.Advice = append(rep.Advice, advice(rep)...)
+			if asJSON {
+				return printJSON(g.stdout, rep)
+			}
+			printDoctor(g, rep)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func advice(rep doctorReport) []string {
+	cheap := false
+	for _, p := range rep.Backends {
+		if p.OK && (p.Name == "btrfs" || p.Name == "reflink") {
+			cheap = true
+		}
+	}
+	if cheap {
+		return nil
+	}
+	var out []string
+	msg := fmt.Sprintf("the store (%s) cannot snapshot or reflink, so a clone's first write to a table copies the whole file (overlay) or every clone is a full copy; ", rep.Store.FS)
+	switch {
+	case os.Geteuid() != 0:
+		msg += "as root, create a loop-backed XFS store: sudo dbfork store init --fs xfs --size 20G"
+	case rep.Tools["mkfs.xfs"] == "missing" && rep.Tools["mkfs.btrfs"] == "missing":
+		msg += "install xfsprogs (apt-get install xfsprogs) and run: dbfork store init --fs xfs --size 20G"
+	default:
+		msg += "create a loop-backed store: dbfork store init --fs xfs --size 20G (or --fs btrfs)"
+	}
+	out = append(out, msg)
+	return out
+}
+
+func printDoctor(g *globals, rep doctorReport) {
+	w := g.stdout
+	fmt.Fprintf(w, "store      %s (%s, %s free", rep.Store.Path, rep.Store.FS, humanBytes(int64(rep.Store.FreeBytes)))
+	if rep.Store.LoopImage != "" {
+		fmt.Fprintf(w, ", loop image %s", rep.Store.LoopImage)
+	}
+	fmt.Fprintf(w, "), servers run as %s\n\nbackends\n", rep.Store.ServerUser)
+	for _, p := range rep.Backends {
+		if p.OK {
+			fmt.Fprintf(w, "  ok    %-8s %s\n", p.Name, backend.Why(p.Name))
+		} else {
+			fmt.Fprintf(w, "  no    %-8s %s\n", p.Name, p.Error)
+		}
+	}
+	if rep.Auto.Backend != "" {
+		fmt.Fprintf(w, "  auto picks %s: %s\n", rep.Auto.Backend, rep.Auto.Why)
+	}
+	fmt.Fprintln(w, "\nengines")
+	for _, e := range rep.Engines {
+		if e.OK {
+			fmt.Fprintf(w, "  ok    %-8s %s (%s)\n", e.Engine, e.Version, e.Bindir)
+		} else {
+			fmt.Fprintf(w, "  no    %-8s %s\n", e.Engine, e.Error)
+		}
+	}
+	if len(rep.Advice) > 0 {
+		fmt.Fprintln(w, "\nto do")
+		for _, a := range rep.Advice {
+			fmt.Fprintf(w, "  - %s\n", a)
+		}
+	}
+}

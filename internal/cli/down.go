@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/instance"
+)
+
+func newDownCmd(g *globals) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "down ID... | --all",
+		Short: "Stop instances, unmount and remove their clones",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if all == (len(args) > 0) {
+				return errs.Invalid("give instance ids or --all, not both and not neither (see `dbfork ls`)")
+			}
+			s, err := g.openStore()
+			if err != nil {
+				return err
+			}
+			var ids []string
+			if all {
+				insts, err := instance.List(s)
+				if err != nil {
+					return err
+				}
+				for _, st := range insts {
+					ids = append(ids, st.ID)
+				}
+			} else {
+				for _, a := range args {
+					id, err := instance.Resolve(s, a)
+					if err != nil {
+						return err
+					}
+					ids = append(ids, id)
+				}
+			}
+			var failed error
+			for _, id := range ids {
+				err := instance.Down(cmd.Context(), s, id)
+				if all && errors.Is(err, errs.ErrConflict) {
+					fmt.Fprintf(g.stderr, "dbfork: skipped %s: in use by another dbfork process\n", id)
+					continue
+				}
+				if err != nil {
+					if failed == nil {
+						failed = err
+					}
+					continue
+				}
+				fmt.Fprintln(g.stdout, "removed", id)
+			}
+			return failed
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "stop every instance not in use by another dbfork process")
+	return cmd
+}

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/instance"
+)
+
+func newGCCmd(g *globals) *cobra.Command {
+	var all, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Remove leftovers of crashed runs: half-built goldens, orphan clones, their servers and mounts",
+		Long: `gc removes what crashed dbfork processes left behind: build dirs whose
+builder died (stopping the build server they recorded), instances whose
+holder died or whose server is gone (stopping the recorded server, checked
+by PID and start time, never by name; unmounting; removing). Live
+instances made by "dbfork up" are kept unless --all is given.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.openStore()
+			if err != nil {
+				return err
+			}
+			builds := golden.ReapBuilds(cmd.Context(), s, "", g.log)
+			insts := instance.GC(cmd.Context(), s, all)
+			if asJSON {
+				if builds == nil {
+					builds = []golden.Leftover{}
+				}
+				if insts == nil {
+					insts = []instance.Reaped{}
+				}
+				return printJSON(g.stdout, map[string]any{"builds": builds, "instances": insts})
+			}
+			var failed int
+			for _, b := range builds {
+				if b.Error != "" {
+					failed++
+					fmt.Fprintf(g.stderr, "dbfork: could not remove build dir %s: %s\n", b.Path, b.Error)
+					continue
+				}
+				fmt.Fprintf(g.stdout, "removed crashed build %s\n", b.Path)
+			}
+			for _, r := range insts {
+				if r.Error != "" {
+					failed++
+					fmt.Fprintf(g.stderr, "dbfork: could not remove instance %s: %s\n", r.ID, r.Error)
+					continue
+				}
+				fmt.Fprintf(g.stdout, "removed instance %s: %s\n", r.ID, r.Reason)
+			}
+			if failed > 0 {
+				return fmt.Errorf("gc could not remove %d leftovers (see above)", failed)
+			}
+			if len(builds)+len(insts) == 0 {
+				fmt.Fprintln(g.stdout, "nothing to remove")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "also stop live instances made by `dbfork up`")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

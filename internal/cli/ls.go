@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/instance"
+)
+
+func newLsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List goldens and instances in the store",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.openStore()
+			if err != nil {
+				return err
+			}
+			goldens, err := golden.List(s)
+			if err != nil {
+				return err
+			}
+			insts, err := instance.List(s)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				type gv struct {
+					Key           string    `json:"key"`
+					Engine        string    `json:"engine"`
+					EngineVersion string    `json:"engine_version"`
+					Recipe        string    `json:"recipe"`
+					TotalBytes    int64     `json:"total_bytes"`
+					Created       time.Time `json:"created"`
+					Dir           string    `json:"dir"`
+				}
+				out := struct {
+					Goldens   []gv            `json:"goldens"`
+					Instances []instance.View `json:"instances"`
+				}{Goldens: []gv{}, Instances: []instance.View{}}
+				for _, x := range goldens {
+					m := x.Manifest
+					out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir})
+				}
+				for _, st := range insts {
+					out.Instances = append(out.Instances, st.Public())
+				}
+				return printJSON(g.stdout, out)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "GOLDEN\tENGINE\tSIZE\tCREATED\tRECIPE")
+			for _, x := range goldens {
+				m := x.Manifest
+				fmt.Fprintf(w, "%s\t%s %s\t%s\t%s\t%s\n", x.Key[:12], m.Engine, shortVersion(m.EngineVersion),
+					humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), m.Recipe)
+			}
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "INSTANCE\tGOLDEN\tBACKEND\tSTATUS\tPORT\tDSN")
+			for _, st := range insts {
+				v := st.Public()
+				key := v.Golden
+				if len(key) > 12 {
+					key = key[:12]
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", v.ID, key, v.Backend, v.Status, v.Port, v.DSN)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for x := n / unit; x >= unit; x /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// shortVersion turns "postgres (PostgreSQL) 15.18 (Debian ...)" into "15.18".
+func shortVersion(v string) string {
+	var name, ver string
+	if _, err := fmt.Sscanf(v, "postgres (PostgreSQL) %s", &ver); err == nil {
+		return ver
+	}
+	_ = name
+	return v
+}

@@ -1,0 +1,125 @@
+// Package cli holds dbfork's subcommands. Each file is one command; the
+// work happens in the internal packages they call.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/engine/postgres"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	store   string
+	verbose bool
+	log     *slog.Logger
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+// Main runs dbfork with args and returns the exit code.
+func Main(args []string) int {
+	g := &globals{stdout: os.Stdout, stderr: os.Stderr}
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetOut(g.stdout)
+	root.SetErr(g.stderr)
+	// SIGINT/SIGTERM cancel the context, so every command can clean up
+	// (`run` handles them itself, to pass them to its child first).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ex exitError
+	if errors.As(err, &ex) {
+		return ex.code
+	}
+	fmt.Fprintln(g.stderr, "dbfork: "+err.Error())
+	if errors.Is(err, context.Canceled) {
+		return 130
+	}
+	return errs.ExitCode(err)
+}
+
+// exitError carries a child's exit status out of `run` without a message.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "dbfork",
+		Short: "Instant copy-on-write clones of seeded test databases",
+		Long: `dbfork builds a "golden" data directory once from a recipe (dbfork.toml)
+and gives every test run its own writable copy-on-write clone of it, with a
+real PostgreSQL server running on it, in milliseconds.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+			level := slog.LevelWarn
+			if g.verbose {
+				level = slog.LevelDebug
+			}
+			g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+		},
+	}
+	root.PersistentFlags().StringVar(&g.store, "store", "", "store directory (default $DBFORK_STORE, /var/lib/dbfork as root, else $XDG_DATA_HOME/dbfork)")
+	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log what dbfork does to stderr")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return errs.Invalid("%v (see `%s --help`)", err, c.CommandPath())
+	})
+	root.AddCommand(newBuildCmd(g), newUpCmd(g), newLsCmd(g), newDownCmd(g), newRunCmd(g),
+		newDoctorCmd(g), newGCCmd(g), newStoreCmd(g))
+	return root
+}
+
+func (g *globals) openStore() (*store.Store, error) {
+	return store.Open(g.store)
+}
+
+// openEngine locates the server binaries a recipe needs.
+func openEngine(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
+	switch r.Engine {
+	case "postgres":
+		return postgres.New(ctx, r.Bindir, r.Version)
+	}
+	return nil, errs.Unsupported("engine %q is not supported yet (use engine = \"postgres\")", r.Engine)
+}
+
+func loadRecipe(path string) (*recipe.Recipe, error) {
+	if path == "" {
+		path = recipe.DefaultFile
+	}
+	return recipe.Load(path)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// noArgs rejects positional arguments with a usable message.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return errs.Invalid("%s takes no arguments, got %q (see `%s --help`)", cmd.Name(), strings.Join(args, " "), cmd.CommandPath())
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/dbfork/dbfork/internal/recipe"
+)
+
+// RunCommand runs a recipe's shell command (a migration tool) in the
+// recipe dir with the build server's connection environment. A failure
+// reports the exit status and the tail of the command's output.
+func RunCommand(ctx context.Context, r *recipe.Recipe, st recipe.Step, connEnv map[string]string, out LogWriter) error {
+	cmd := exec.Command("/bin/sh", "-c", st.Command)
+	cmd.Dir = r.Dir
+	cmd.Env = os.Environ()
+	for k, v := range connEnv {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	tailBuf := &ringBuffer{max: 4096}
+	cmd.Stdout = io.MultiWriter(out, tailBuf)
+	cmd.Stderr = cmd.Stdout
+	// Its own process group, so cancelling kills the whole pipeline.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", st.Name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		case <-done:
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	status := err.Error()
+	if ee, ok := err.(*exec.ExitError); ok {
+		status = fmt.Sprintf("exit status %d", ee.ExitCode())
+	}
+	lines := strings.Split(strings.TrimRight(tailBuf.String(), "\n"), "\n")
+	if len(lines) > 3 {
+		lines = lines[len(lines)-3:]
+	}
+	return fmt.Errorf("command %q failed with %s; output ends: %s", st.Command, status, strings.Join(lines, " | "))
+}
+
+// ringBuffer keeps the last max bytes written to it.
+type ringBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (r *ringBuffer) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf = append(r.buf, p...)
+	if len(r.buf) > r.max {
+		r.buf = r.buf[len(r.buf)-r.max:]
+	}
+	return len(p), nil
+}
+
+func (r *ringBuffer) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return string(r.buf)
+}

@@ -1,0 +1,200 @@
+// Package engine defines what dbfork needs from a database server:
+// initialise a data dir, start it under a profile, know when it is really
+// ready, load recipe steps into it, stop it cleanly, and describe how
+// clients connect. postgres/ (and mysql/) implement it.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/proc"
+	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// Profiles.
+const (
+	ProfileSafe = "safe" // engine defaults, durable: golden builds
+	ProfileTest = "test" // durability off, small memory: clones
+)
+
+// Engine is one database server flavour with its binaries located.
+//
+// Checklist for an implementation (the shared suite in enginetest checks
+// each point):
+//   - Version is the exact server version; it is part of every key.
+//   - Init creates a cluster in an empty dir owned by spec.User.
+//   - Start returns only when a real query through a real connection
+//     succeeded, or an error that carries the server log's tail. The
+//     returned Server is valid even on error when a process was started,
+//     so callers can record and stop it.
+//   - Servers listen on spec.SocketDir and, when spec.Listen, on
+//     127.0.0.1 only.
+//   - Stop with Clean=true leaves a data dir that starts without crash
+//     recovery.
+type Engine interface {
+	Name() string
+	Version(ctx context.Context) (string, error)
+	// InitOptions are the init-time choices that change the data dir;
+	// they are part of the key.
+	InitOptions(r *recipe.Recipe) map[string]string
+	Init(ctx context.Context, spec InitSpec) error
+	Start(ctx context.Context, spec StartSpec) (*Server, error)
+	// Setup creates the recipe's database and owner on a fresh build
+	// server.
+	Setup(ctx context.Context, srv *Server, r *recipe.Recipe) error
+	// Load runs one recipe step against a running build server.
+	Load(ctx context.Context, srv *Server, r *recipe.Recipe, st recipe.Step, out LogWriter) error
+	// Finish prepares a loaded golden for cloning (freeze, analyze).
+	Finish(ctx context.Context, srv *Server, r *recipe.Recipe) error
+	Stop(ctx context.Context, srv *Server, clean bool) error
+	// Conn says how clients reach srv.
+	Conn(srv *Server) Conn
+}
+
+// LogWriter receives output of load steps (the build log).
+type LogWriter interface{ Write([]byte) (int, error) }
+
+// InitSpec says where and for whom to create a cluster.
+type InitSpec struct {
+	DataDir string
+	Recipe  *recipe.Recipe
+	User    store.User
+	LogFile string
+}
+
+// StartSpec says how to run a server on a data dir.
+type StartSpec struct {
+	DataDir   string
+	SocketDir string
+	LogFile   string
+	Port      int  // 0: pick a free loopback port
+	Listen    bool // also listen on 127.0.0.1:Port
+	Profile   string
+	Settings  map[string]string // recipe [settings], applied last
+	User      store.User
+	Database  string
+	Owner     string
+	Password  string // set for Owner once ready (TCP logins need it); empty: none
+	Timeout   time.Duration
+	// OnLaunch is called as soon as the server process exists, before
+	// waiting for it to be ready, so the caller can record it.
+	OnLaunch func(*Server) error
+}
+
+// Server is a started server. It is what instance state records.
+type Server struct {
+	Engine    string        `json:"engine"`
+	Process   proc.Identity `json:"process"`
+	Port      int           `json:"port"`
+	SocketDir string        `json:"socket_dir"`
+	LogFile   string        `json:"log_file"`
+	Database  string        `json:"database"`
+	User      string        `json:"user"`
+	Password  string        `json:"password,omitempty"`
+	DataDir   string        `json:"data_dir"`
+
+	exited <-chan struct{} // closed when our child exits (nil if not ours)
+}
+
+// SetExited records the channel that closes when the server process exits.
+func (s *Server) SetExited(ch <-chan struct{}) { s.exited = ch }
+
+// Exited reports whether a server we started has already exited.
+func (s *Server) Exited() bool {
+	if s.exited != nil {
+		select {
+		case <-s.exited:
+			return true
+		default:
+			return false
+		}
+	}
+	return !s.Process.Alive()
+}
+
+// Conn is how a client connects: URLs and the environment `run` exports.
+type Conn struct {
+	URL       string            `json:"url"`        // over 127.0.0.1
+	SocketURL string            `json:"socket_url"` // over the unix socket
+	Env       map[string]string `json:"env"`
+}
+
+// Launch starts argv as user in its own session (so a Ctrl-C aimed at
+// dbfork does not hit the server before dbfork can stop it cleanly), with
+// output appended to logFile, and reaps it in the background.
+func Launch(argv []string, env []string, user store.User, logFile string) (*Server, error) {
+	lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+	_ = user.Chown(logFile)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: user.Credential()}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	id, err := proc.Of(cmd.Process.Pid)
+	if err != nil {
+		// Exited at once; the identity is still worth recording.
+		id = proc.Identity{PID: cmd.Process.Pid}
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s := &Server{Process: id, LogFile: logFile}
+	s.exited = done
+	return s, nil
+}
+
+// LogTail returns the last n lines of a server log, for start errors.
+func LogTail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(no server log: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// BaseEnv is the environment servers run with: minimal and predictable.
+func BaseEnv() []string {
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", "LC_ALL=C"}
+	if tz := os.Getenv("TZ"); tz != "" {
+		env = append(env, "TZ="+tz)
+	}
+	return env
+}
+
+// StopRecorded stops a server from its record alone (PID identity), as gc
+// must after a crash: PostgreSQL takes SIGINT (fast shutdown) or SIGQUIT
+// (immediate), MySQL/MariaDB shut down cleanly on SIGTERM. A server that
+// ignores the signal past the grace period is killed.
+func StopRecorded(ctx context.Context, srv *Server, clean bool) error {
+	sig, grace := syscall.SIGTERM, 10*time.Second
+	if srv.Engine == "postgres" {
+		sig = syscall.SIGQUIT
+		if clean {
+			sig = syscall.SIGINT
+		}
+	}
+	if clean {
+		grace = 5 * time.Minute
+	}
+	if err := srv.Process.Stop(ctx, sig, grace); err != nil {
+		return fmt.Errorf("stop %s pid %d: %w", srv.Engine, srv.Process.PID, err)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package postgres
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/recipe"
+)
+
+// Load runs one recipe step against the build server: SQL files and plain
+// dumps through psql (which handles COPY ... FROM stdin and meta-commands),
+// custom/tar dumps through pg_restore, commands through sh with the PG*
+// environment set.
+func (p *Postgres) Load(ctx context.Context, srv *engine.Server, r *recipe.Recipe, st recipe.Step, out engine.LogWriter) error {
+	switch st.Kind {
+	case recipe.StepSQL:
+		for _, f := range st.Files {
+			if err := p.psqlFile(ctx, srv, r, f, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	case recipe.StepDump:
+		f := st.Files[0]
+		format, err := dumpFormat(f)
+		if err != nil {
+			return err
+		}
+		if format == "plain" {
+			return p.psqlFile(ctx, srv, r, f, out)
+		}
+		return p.restore(ctx, srv, r, f, out)
+	case recipe.StepRun:
+		return engine.RunCommand(ctx, r, st, p.Conn(srv).Env, out)
+	}
+	return fmt.Errorf("unknown step kind %q", st.Kind)
+}
+
+func (p *Postgres) clientEnv(srv *engine.Server) []string {
+	env := os.Environ()
+	for k, v := range p.Conn(srv).Env {
+		env = append(env, k+"="+v)
+	}
+	return append(env, "PGAPPNAME=dbfork-build", "PGOPTIONS=-c client_min_messages=warning")
+}
+
+var psqlErrRe = regexp.MustCompile(`^psql:(.*):([0-9]+): (ERROR|FATAL|PANIC):\s+(.*)$`)
+
+func (p *Postgres) psqlFile(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
+	cmd := exec.CommandContext(ctx, p.bin("psql"), "-X", "-q", "-b", "-v", "ON_ERROR_STOP=1",
+		"-h", srv.SocketDir, "-p", fmt.Sprint(srv.Port), "-U", srv.User, "-d", srv.Database, "-f", file)
+	cmd.Dir = r.Dir
+	cmd.Env = p.clientEnv(srv)
+	var stderr bytes.Buffer
+	cmd.Stdout = out
+	cmd.Stderr = io.MultiWriter(&stderr, out)
+	err := cmd.Run()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return sqlError(r.Rel(file), stderr.String(), err)
+}
+
+// sqlError turns psql's stderr into one line: file, line, message and the
+// failing statement.
+func sqlError(file, stderr string, runErr error) error {
+	var msg, line, stmt string
+	sc := bufio.NewScanner(strings.NewReader(stderr))
+	inStmt := false
+	for sc.Scan() {
+		l := sc.Text()
+		if m := psqlErrRe.FindStringSubmatch(l); m != nil && msg == "" {
+			line, msg = m[2], m[3]+": "+m[4]
+			continue
+		}
+		if i := strings.Index(l, ": STATEMENT:  "); i >= 0 && strings.HasPrefix(l, "psql:") {
+			stmt, inStmt = l[i+len(": STATEMENT:  "):], true
+			continue
+		}
+		if inStmt {
+			if strings.HasPrefix(l, "psql:") {
+				inStmt = false
+			} else {
+				stmt += " " + strings.TrimSpace(l)
+			}
+		}
+	}
+	if msg == "" {
+		return fmt.Errorf("%s: psql failed (%v): %s", file, runErr, oneLine(tail(stderr, 3), 300))
+	}
+	if stmt != "" {
+		return fmt.Errorf("%s:%s: %s (statement: %s)", file, line, msg, oneLine(stmt, 200))
+	}
+	return fmt.Errorf("%s:%s: %s", file, line, msg)
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		s = s[:max-3] + "..."
+	}
+	return s
+}
+
+func (p *Postgres) restore(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
+	cmd := exec.CommandContext(ctx, p.bin("pg_restore"), "--exit-on-error", "--no-owner", "--no-privileges",
+		"-h", srv.SocketDir, "-p", fmt.Sprint(srv.Port), "-U", srv.User, "-d", srv.Database, file)
+	cmd.Dir = r.Dir
+	cmd.Env = p.clientEnv(srv)
+	var stderr bytes.Buffer
+	cmd.Stdout = out
+	cmd.Stderr = io.MultiWriter(&stderr, out)
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%s: pg_restore failed (%v): %s", r.Rel(file), err, oneLine(tail(stderr.String(), 4), 400))
+	}
+	return nil
+}
+
+// dumpFormat tells a pg_dump custom or tar archive from a plain SQL dump.
+func dumpFormat(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	switch {
+	case bytes.HasPrefix(head, []byte("PGDMP")):
+		return "custom", nil
+	case n >= 262 && string(head[257:262]) == "ustar":
+		return "tar", nil
+	}
+	return "plain", nil
+}

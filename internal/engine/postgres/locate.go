@@ -1,0 +1,134 @@
+// Package postgres runs PostgreSQL servers for dbfork.
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dbfork/dbfork/internal/errs"
+)
+
+// binaries every golden build and instance needs, all from one bindir.
+var needed = []string{"postgres", "initdb", "psql", "pg_restore", "pg_controldata"}
+
+// Locate finds a bindir holding the PostgreSQL server binaries: the
+// recipe's bindir, else `pg_config --bindir`, else the dirs of postgres and
+// initdb on PATH, else the usual install prefixes (newest first). With
+// want set ("15"), only that major version is accepted.
+func Locate(ctx context.Context, bindir, want string) (string, string, error) {
+	var looked []string
+	try := func(dir string) (string, string, bool) {
+		if dir == "" {
+			return "", "", false
+		}
+		looked = append(looked, dir)
+		for _, b := range needed {
+			if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+				return "", "", false
+			}
+		}
+		v, err := serverVersion(ctx, dir)
+		if err != nil {
+			return "", "", false
+		}
+		if want != "" && !strings.HasPrefix(majorOf(v)+".", want+".") && majorOf(v) != want {
+			return "", "", false
+		}
+		return dir, v, true
+	}
+	if bindir != "" {
+		if d, v, ok := try(bindir); ok {
+			return d, v, nil
+		}
+		return "", "", errs.MissingTool("no PostgreSQL %sserver binaries (%s) in bindir %s; fix bindir in dbfork.toml or install them: apt-get install postgresql%s", versionLabel(want), strings.Join(needed, ", "), bindir, dashVersion(want))
+	}
+	for _, dir := range candidates(ctx) {
+		if d, v, ok := try(dir); ok {
+			return d, v, nil
+		}
+	}
+	return "", "", errs.MissingTool("PostgreSQL %sserver binaries not found (looked in %s); install them with `apt-get install postgresql%s` or set bindir in dbfork.toml", versionLabel(want), strings.Join(dedupe(looked), ", "), dashVersion(want))
+}
+
+func candidates(ctx context.Context) []string {
+	var dirs []string
+	if out, err := exec.CommandContext(ctx, "pg_config", "--bindir").Output(); err == nil {
+		dirs = append(dirs, strings.TrimSpace(string(out)))
+	}
+	for _, b := range []string{"postgres", "initdb"} {
+		if p, err := exec.LookPath(b); err == nil {
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				dirs = append(dirs, filepath.Dir(real))
+			}
+			dirs = append(dirs, filepath.Dir(p))
+		}
+	}
+	var versioned []string
+	for _, g := range []string{"/usr/lib/postgresql/*/bin", "/usr/pgsql-*/bin", "/opt/homebrew/opt/postgresql@*/bin", "/usr/local/opt/postgresql@*/bin"} {
+		m, _ := filepath.Glob(g)
+		versioned = append(versioned, m...)
+	}
+	sort.Slice(versioned, func(i, j int) bool { return versionInPath(versioned[i]) > versionInPath(versioned[j]) })
+	dirs = append(dirs, versioned...)
+	return append(dirs, "/usr/local/pgsql/bin", "/usr/lib/postgresql/bin")
+}
+
+var digitsRe = regexp.MustCompile(`[0-9]+`)
+
+func versionInPath(p string) int {
+	n, _ := strconv.Atoi(digitsRe.FindString(p))
+	return n
+}
+
+// serverVersion runs `postgres -V`: "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)".
+func serverVersion(ctx context.Context, bindir string) (string, error) {
+	out, err := exec.CommandContext(ctx, filepath.Join(bindir, "postgres"), "-V").Output()
+	if err != nil {
+		return "", fmt.Errorf("postgres -V: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+var verRe = regexp.MustCompile(`\(PostgreSQL\) ([0-9]+)(\.[0-9]+)?`)
+
+// majorOf extracts "15" from a `postgres -V` line.
+func majorOf(v string) string {
+	m := verRe.FindStringSubmatch(v)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+func versionLabel(want string) string {
+	if want == "" {
+		return ""
+	}
+	return want + " "
+}
+
+func dashVersion(want string) string {
+	if want == "" {
+		return ""
+	}
+	return "-" + want
+}
+
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,212 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// testProfile turns durability off and keeps memory small. None of these
+// change query results; they only make crashes unsafe, and a clone is
+// thrown away anyway.
+var testProfile = map[string]string{
+	"fsync":                      "off",
+	"synchronous_commit":         "off",
+	"full_page_writes":           "off",
+	"shared_buffers":             "32MB",
+	"wal_level":                  "minimal",
+	"max_wal_senders":            "0",
+	"max_wal_size":               "1GB",
+	"checkpoint_timeout":         "30min",
+	"jit":                        "off",
+	"track_io_timing":            "off",
+	"max_worker_processes":       "4",
+	"max_parallel_workers":       "2",
+	"log_checkpoints":            "off",
+	"log_min_messages":           "warning",
+	"dynamic_shared_memory_type": "posix",
+}
+
+func sysProcAttr(u store.User) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: u.Credential()}
+}
+
+// Start runs postgres directly (not pg_ctl) so that the PID we record is
+// the postmaster's. On a port collision it retries with a new port.
+func (p *Postgres) Start(ctx context.Context, spec engine.StartSpec) (*engine.Server, error) {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port := spec.Port
+		if port == 0 {
+			var err error
+			if port, err = engine.FreePort(); err != nil {
+				return nil, err
+			}
+		}
+		srv, err := p.startOnce(ctx, spec, port)
+		if err == nil || spec.Port != 0 || !portTaken(spec.LogFile) {
+			return srv, err
+		}
+		lastErr = err // someone took the port between probe and bind
+	}
+	return nil, lastErr
+}
+
+func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port int) (*engine.Server, error) {
+	settings := map[string]string{
+		"listen_addresses":        "",
+		"unix_socket_directories": spec.SocketDir,
+		"unix_socket_permissions": "0700",
+		"port":                    fmt.Sprint(port),
+	}
+	if spec.Listen {
+		settings["listen_addresses"] = "127.0.0.1"
+	}
+	if spec.Profile == engine.ProfileTest {
+		for k, v := range testProfile {
+			settings[k] = v
+		}
+	}
+	for k, v := range spec.Settings {
+		settings[k] = v
+	}
+	argv := []string{p.bin("postgres"), "-D", spec.DataDir}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		argv = append(argv, "-c", k+"="+settings[k])
+	}
+	if fi, err := os.Stat(spec.LogFile); err == nil && fi.Size() > 0 {
+		_ = os.Truncate(spec.LogFile, 0) // the tail must be this attempt's
+	}
+	srv, err := engine.Launch(argv, engine.BaseEnv(), spec.User, spec.LogFile)
+	if err != nil {
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	srv.Engine, srv.Port, srv.SocketDir = "postgres", port, spec.SocketDir
+	srv.Database, srv.User, srv.DataDir = spec.Database, spec.Owner, spec.DataDir
+	if spec.OnLaunch != nil {
+		if err := spec.OnLaunch(srv); err != nil {
+			return srv, err
+		}
+	}
+	timeout := spec.Timeout
+	if timeout == 0 {
+		timeout = 60 * time.Second
+	}
+	if err := waitReady(ctx, srv, timeout); err != nil {
+		return srv, err
+	}
+	if spec.Password != "" {
+		if err := setPassword(ctx, srv, spec.Password); err != nil {
+			return srv, err
+		}
+	}
+	return srv, nil
+}
+
+// waitReady polls until `SELECT 1` succeeds through a real connection, the
+// server exits, or the timeout passes; failures carry the log tail.
+func waitReady(ctx context.Context, srv *engine.Server, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	delay := 2 * time.Millisecond
+	var lastErr error
+	for {
+		if srv.Exited() {
+			return fmt.Errorf("postgres exited during start; server log %s ends with:\n%s", srv.LogFile, engine.LogTail(srv.LogFile, 20))
+		}
+		c, err := connect(ctx, srv, "postgres")
+		if err == nil {
+			var one int
+			err = c.QueryRow(ctx, "SELECT 1").Scan(&one)
+			c.Close(context.Background())
+			if err == nil {
+				return nil
+			}
+		}
+		lastErr = err
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("postgres not ready after %s (%v); server log %s ends with:\n%s", timeout, lastErr, srv.LogFile, engine.LogTail(srv.LogFile, 20))
+		case <-t.C:
+		}
+		if delay < 50*time.Millisecond {
+			delay = delay * 3 / 2
+		}
+	}
+}
+
+func connect(ctx context.Context, srv *engine.Server, db string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig("")
+	if err != nil {
+		return nil, err
+	}
+	cfg.Host, cfg.Port, cfg.User, cfg.Database = srv.SocketDir, uint16(srv.Port), srv.User, db
+	cfg.ConnectTimeout = 5 * time.Second
+	cfg.RuntimeParams = map[string]string{"application_name": "dbfork"}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+func setPassword(ctx context.Context, srv *engine.Server, pw string) error {
+	c, err := connect(ctx, srv, "postgres")
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(ctx, fmt.Sprintf("ALTER ROLE %s PASSWORD '%s'", pgx.Identifier{srv.User}.Sanitize(), pw))
+	if err != nil {
+		return fmt.Errorf("set instance password: %w", err)
+	}
+	srv.Password = pw
+	return nil
+}
+
+func portTaken(logFile string) bool {
+	data, _ := os.ReadFile(logFile)
+	return strings.Contains(string(data), "Address already in use")
+}
+
+// Stop shuts the server down. clean=true is a fast shutdown (SIGINT: roll
+// back sessions, checkpoint), which golden builds need; clean=false is an
+// immediate shutdown (SIGQUIT) for clones about to be thrown away.
+func (p *Postgres) Stop(ctx context.Context, srv *engine.Server, clean bool) error {
+	return engine.StopRecorded(ctx, srv, clean)
+}
+
+// CheckCleanShutdown asks pg_controldata whether the cluster was shut down
+// cleanly, so that no clone ever starts with crash recovery.
+func (p *Postgres) CheckCleanShutdown(ctx context.Context, dataDir string) error {
+	cmd := exec.CommandContext(ctx, p.bin("pg_controldata"), "-D", dataDir)
+	cmd.Env = engine.BaseEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_controldata: %v: %s", err, tail(string(out), 3))
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "Database cluster state:") {
+			state := strings.TrimSpace(strings.TrimPrefix(line, "Database cluster state:"))
+			if state != "shut down" {
+				return errors.New("cluster state after stop is " + state + ", not shut down")
+			}
+			return nil
+		}
+	}
+	return errors.New("pg_controldata printed no cluster state")
+}

@@ -1,0 +1,270 @@
+package golden
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/faults"
+	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/lockfile"
+	"github.com/dbfork/dbfork/internal/progress"
+	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// CleanChecker is implemented by engines that can prove a data dir was
+// shut down cleanly (PostgreSQL: pg_controldata).
+type CleanChecker interface {
+	CheckCleanShutdown(ctx context.Context, dataDir string) error
+}
+
+// Options tune a build.
+type Options struct {
+	Progress *progress.Reporter
+	Log      *slog.Logger
+}
+
+// Result says what Build did.
+type Result struct {
+	Golden *Golden
+	Built  bool // false: it was already in the store (maybe built meanwhile by another process)
+	Waited bool // another process was building the same key
+}
+
+// Files in a build dir besides data/.
+const (
+	tmpPrefix  = "tmp-"
+	keyFile    = "key"
+	serverFile = "server.json"
+)
+
+// Build returns the golden for r, building it if the store does not hold
+// it yet. Builds of one key are serialised by a file lock, so concurrent
+// callers build it once and the others reuse it.
+func Build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, o Options) (*Result, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	hc := OpenHashCache(filepath.Join(s.CacheDir(), "hashes.json"))
+	defer hc.Save()
+	key, inputs, version, err := Key(ctx, eng, r, hc)
+	if err != nil {
+		return nil, err
+	}
+	if g, err := Lookup(s, key); err == nil {
+		return &Result{Golden: g}, nil
+	}
+	res := &Result{}
+	lock, err := lockfile.Acquire(ctx, s.BuildLock(key), func() {
+		res.Waited = true
+		o.Progress.Step("waiting for another build of " + short(key))
+		o.Log.Info("waiting for another build of the same key", "key", key)
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	if g, err := Lookup(s, key); err == nil {
+		o.Progress.Done(false)
+		res.Golden = g
+		return res, nil
+	}
+	// We hold the lock, so any build dir of this key is a crashed build.
+	ReapBuilds(ctx, s, key, o.Log)
+	g, err := build(ctx, s, eng, r, key, version, inputs, o)
+	o.Progress.Done(err != nil)
+	if err != nil {
+		return nil, err
+	}
+	res.Golden, res.Built = g, true
+	return res, nil
+}
+
+func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, key, version string, inputs []Input, o Options) (g *Golden, err error) {
+	start := time.Now()
+	tmp, err := os.MkdirTemp(s.GoldensDir(), tmpPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("create build dir: %w", err)
+	}
+	var srv *engine.Server
+	defer func() {
+		if err == nil {
+			return
+		}
+		if srv != nil && !srv.Exited() {
+			_ = engine.StopRecorded(context.Background(), srv, false)
+		}
+		err = keepLog(s, tmp, key, err)
+		if rerr := discardBuild(tmp); rerr != nil {
+			o.Log.Warn("could not remove failed build dir; `dbfork gc` will", "dir", tmp, "err", rerr)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, keyFile), []byte(key+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	data, sock := filepath.Join(tmp, "data"), filepath.Join(tmp, "sock")
+	if err := backend.NewDataDir(data); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	if err := os.Mkdir(sock, 0o700); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{data, sock} {
+		if err := s.User.Chown(d); err != nil {
+			return nil, err
+		}
+	}
+	buildLog, err := os.OpenFile(filepath.Join(tmp, "build.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	defer buildLog.Close()
+
+	o.Progress.Step("initialise " + eng.Name() + " cluster")
+	o.Log.Info("init", "engine", eng.Name(), "version", version, "dir", tmp)
+	if err := eng.Init(ctx, engine.InitSpec{DataDir: data, Recipe: r, User: s.User, LogFile: filepath.Join(tmp, "init.log")}); err != nil {
+		return nil, err
+	}
+	faults.At("build:init")
+
+	o.Progress.Step("start build server")
+	srv, err = eng.Start(ctx, engine.StartSpec{
+		DataDir: data, SocketDir: sock, LogFile: filepath.Join(tmp, "server.log"),
+		Port: 5432, Profile: engine.ProfileSafe, User: s.User,
+		Database: r.Database, Owner: r.Owner,
+	})
+	if srv != nil {
+		if werr := writeJSON(filepath.Join(tmp, serverFile), srv); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	faults.At("build:started")
+	if err := eng.Setup(ctx, srv, r); err != nil {
+		return nil, err
+	}
+
+	for i, st := range r.Steps {
+		o.Progress.Step(fmt.Sprintf("[%d/%d] %s", i+1, len(r.Steps), st.Name))
+		o.Log.Info("load step", "n", i+1, "kind", st.Kind, "name", st.Name)
+		fmt.Fprintf(buildLog, "== step %d: %s\n", i+1, st.Name)
+		if err := eng.Load(ctx, srv, r, st, buildLog); err != nil {
+			return nil, fmt.Errorf("load step %d (%s): %w", i+1, st.Name, err)
+		}
+	}
+	faults.At("build:loaded")
+
+	o.Progress.Step("freeze, analyze and checkpoint")
+	if err := eng.Finish(ctx, srv, r); err != nil {
+		return nil, err
+	}
+	o.Progress.Step("clean shutdown")
+	if err := eng.Stop(ctx, srv, true); err != nil {
+		return nil, err
+	}
+	if cc, ok := eng.(CleanChecker); ok {
+		if err := cc.CheckCleanShutdown(ctx, data); err != nil {
+			return nil, err
+		}
+	}
+	srv = nil
+	if err := os.Remove(filepath.Join(tmp, serverFile)); err != nil {
+		return nil, err
+	}
+	faults.At("build:stopped")
+
+	o.Progress.Step("fsync and checksum")
+	_ = os.Remove(sock)
+	_ = os.Remove(filepath.Join(data, "postmaster.opts"))
+	files, total, err := listFiles(data)
+	if err != nil {
+		return nil, fmt.Errorf("checksum golden: %w", err)
+	}
+	m := &Manifest{
+		Format: formatVersion, Key: key, Engine: eng.Name(), EngineVersion: version,
+		InitOptions: eng.InitOptions(r), Recipe: r.Path, Database: r.Database, Owner: r.Owner,
+		Inputs: inputs, Created: time.Now().UTC(), BuildSeconds: time.Since(start).Seconds(),
+		TotalBytes: total, Files: files,
+	}
+	for _, st := range r.Steps {
+		if st.Kind == recipe.StepRun {
+			m.Commands = append(m.Commands, st.Command)
+		}
+	}
+	if err := fsutil.SyncDir(data); err != nil {
+		return nil, err
+	}
+	mdata, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	// The manifest is written last: a dir without one is not a golden.
+	if err := fsutil.WriteFileAtomic(filepath.Join(tmp, ManifestName), mdata, 0o644); err != nil {
+		return nil, err
+	}
+	faults.At("build:manifest")
+	final := s.GoldenDir(key)
+	if err := os.Rename(tmp, final); err != nil {
+		return nil, fmt.Errorf("publish golden: %w", err)
+	}
+	if err := fsutil.SyncDir(s.GoldensDir()); err != nil {
+		return nil, err
+	}
+	faults.At("build:published")
+	o.Log.Info("golden published", "key", key, "bytes", total, "seconds", m.BuildSeconds)
+	return &Golden{Key: key, Dir: final, Manifest: m}, nil
+}
+
+// keepLog saves a failed build's logs where the user can read them, and
+// points the error at them.
+func keepLog(s *store.Store, tmp, key string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	logs := filepath.Join(s.Root, "logs")
+	if os.MkdirAll(logs, 0o755) != nil {
+		return err
+	}
+	dst := filepath.Join(logs, "build-"+short(key)+".log")
+	var b strings.Builder
+	for _, name := range []string{"init.log", "build.log", "server.log"} {
+		if data, rerr := os.ReadFile(filepath.Join(tmp, name)); rerr == nil && len(data) > 0 {
+			fmt.Fprintf(&b, "==== %s\n%s\n", name, data)
+		}
+	}
+	if b.Len() == 0 || os.WriteFile(dst, []byte(b.String()), 0o644) != nil {
+		return err
+	}
+	return fmt.Errorf("%w (build log: %s)", err, dst)
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(path, data, 0o600)
+}
+
+// discardBuild removes a build dir whose server is already stopped.
+func discardBuild(tmp string) error {
+	if err := backend.RemoveDataDir(filepath.Join(tmp, "data")); err != nil {
+		return err
+	}
+	return fsutil.RemoveAll(tmp)
+}

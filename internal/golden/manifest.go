@@ -1,0 +1,205 @@
+package golden
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// ManifestName is written last into a golden; a golden without it does
+// not exist.
+const ManifestName = "manifest.json"
+
+// Manifest describes a complete golden.
+type Manifest struct {
+	Format        int               `json:"format"`
+	Key           string            `json:"key"`
+	Engine        string            `json:"engine"`
+	EngineVersion string            `json:"engine_version"`
+	InitOptions   map[string]string `json:"init_options"`
+	Recipe        string            `json:"recipe"`
+	Database      string            `json:"database"`
+	Owner         string            `json:"owner"`
+	Inputs        []Input           `json:"inputs"`
+	Commands      []string          `json:"commands,omitempty"`
+	Created       time.Time         `json:"created"`
+	BuildSeconds  float64           `json:"build_seconds"`
+	TotalBytes    int64             `json:"total_bytes"`
+	Files         []File            `json:"files"`
+}
+
+// File is one file of the golden's data dir.
+type File struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	Mode   uint32 `json:"mode"`
+	SHA256 string `json:"sha256,omitempty"` // regular files
+	Link   string `json:"link,omitempty"`   // symlinks
+}
+
+// Golden is a published golden.
+type Golden struct {
+	Key      string
+	Dir      string
+	Manifest *Manifest
+}
+
+// DataDir is the frozen data directory clones are made from.
+func (g *Golden) DataDir() string { return filepath.Join(g.Dir, "data") }
+
+// Lookup returns the golden with this key, or an ErrNotFound error.
+func Lookup(s *store.Store, key string) (*Golden, error) {
+	if !validKey(key) {
+		return nil, errs.Invalid("golden key %q is not a sha256 hex string", key)
+	}
+	dir := s.GoldenDir(key)
+	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errs.NotFound("golden %s not found (run `dbfork build`)", short(key))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("golden %s: bad manifest: %w (remove it with `dbfork gc` and rebuild)", short(key), err)
+	}
+	return &Golden{Key: key, Dir: dir, Manifest: &m}, nil
+}
+
+// Find resolves a unique key prefix (at least 6 characters).
+func Find(s *store.Store, prefix string) (*Golden, error) {
+	if validKey(prefix) {
+		return Lookup(s, prefix)
+	}
+	if len(prefix) < 6 || strings.Trim(prefix, "0123456789abcdef") != "" {
+		return nil, errs.Invalid("golden %q: give a key or a prefix of at least 6 hex digits", prefix)
+	}
+	all, err := List(s)
+	if err != nil {
+		return nil, err
+	}
+	var match []*Golden
+	for _, g := range all {
+		if strings.HasPrefix(g.Key, prefix) {
+			match = append(match, g)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return nil, errs.NotFound("no golden with key prefix %s", prefix)
+	case 1:
+		return match[0], nil
+	}
+	return nil, errs.Invalid("key prefix %s is ambiguous (%d goldens); give more digits", prefix, len(match))
+}
+
+// List returns every complete golden, newest first.
+func List(s *store.Store) ([]*Golden, error) {
+	entries, err := os.ReadDir(s.GoldensDir())
+	if err != nil {
+		return nil, err
+	}
+	var out []*Golden
+	for _, e := range entries {
+		if !e.IsDir() || !validKey(e.Name()) {
+			continue
+		}
+		g, err := Lookup(s, e.Name())
+		if err != nil {
+			continue // incomplete: invisible, gc removes it
+		}
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Manifest.Created.After(out[j].Manifest.Created) })
+	return out, nil
+}
+
+func validKey(k string) bool {
+	return len(k) == 64 && strings.Trim(k, "0123456789abcdef") == ""
+}
+
+func short(k string) string {
+	if len(k) > 12 {
+		return k[:12]
+	}
+	return k
+}
+
+// listFiles walks a data dir, hashing and fsyncing every regular file
+// (two at a time: one core hashes while the other waits on the disk).
+func listFiles(root string) ([]File, int64, error) {
+	var files []File
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == "." {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		f := File{Path: rel, Mode: uint32(fi.Mode())}
+		switch {
+		case fi.Mode().IsRegular():
+			f.Size = fi.Size()
+		case fi.Mode()&fs.ModeSymlink != 0:
+			f.Link, _ = os.Readlink(p)
+		}
+		files = append(files, f)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, 2)
+	for i := range files {
+		if !fs.FileMode(files[i].Mode).IsRegular() {
+			continue
+		}
+		total += files[i].Size
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(f *File) {
+			defer func() { <-sem; wg.Done() }()
+			sum, err := syncAndSum(filepath.Join(root, f.Path))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			f.SHA256 = sum
+		}(&files[i])
+	}
+	wg.Wait()
+	return files, total, firstErr
+}
+
+func syncAndSum(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("fsync %s: %w", p, err)
+	}
+	return fileSum(p)
+}

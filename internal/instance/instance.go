@@ -1,0 +1,163 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/faults"
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/lockfile"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// Options for Create.
+type Options struct {
+	Backend  string            // "auto" or a backend name
+	Settings map[string]string // extra server settings
+	Detached bool              // `up`: the instance outlives this process
+	Database string
+	Owner    string
+	Password string // empty: a random one
+}
+
+// Instance is a created instance and the lock that marks it in use.
+type Instance struct {
+	State *State
+	lock  *lockfile.Lock
+}
+
+// Release drops the in-use lock without tearing anything down (for `up`,
+// whose instance lives on).
+func (in *Instance) Release() { in.lock.Release() }
+
+// Create clones g with the chosen backend and starts a server on the clone
+// under the test profile. The record on disk is updated before every step
+// that makes something gc must undo (a mount, a process).
+func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, o Options) (in *Instance, err error) {
+	t0 := time.Now()
+	b, why, err := backend.Select(ctx, o.Backend, s.InstancesDir(), g.DataDir())
+	if err != nil {
+		return nil, err
+	}
+	id := newID()
+	lock, err := lockfile.TryLock(lockPath(s, id))
+	if err != nil {
+		return nil, err
+	}
+	dir := s.InstanceDir(id)
+	st := &State{
+		ID: id, Key: g.Key, Engine: eng.Name(), Backend: b.Name(), BackendWhy: why,
+		Status: StatusCreating, Detached: o.Detached, Dir: dir,
+		DataDir: filepath.Join(dir, "data"), Scratch: filepath.Join(dir, "scratch"),
+		Created: time.Now().UTC(),
+	}
+	st.PIDFile = filepath.Join(st.DataDir, "postmaster.pid")
+	in = &Instance{State: st, lock: lock}
+	defer func() {
+		if err != nil {
+			// Tear down with a fresh context: ctx may be what was cancelled.
+			if terr := teardown(context.Background(), st); terr != nil {
+				err = fmt.Errorf("%w (cleanup also failed: %v; run `dbfork gc`)", err, terr)
+			}
+			lock.Release()
+			_ = os.Remove(lockPath(s, id))
+		}
+	}()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create instance dir: %w", err)
+	}
+	if b.Name() == "overlay" {
+		st.Mounts = []string{st.DataDir} // recorded before the mount exists
+	}
+	if err := st.save(); err != nil {
+		return nil, err
+	}
+	if _, err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
+		return nil, fmt.Errorf("clone golden %s with %s: %w", g.Key[:12], b.Name(), err)
+	}
+	st.CloneMs = ms(time.Since(t0))
+	faults.At("up:cloned")
+	sock := filepath.Join(dir, "sock")
+	if err := os.Mkdir(sock, 0o700); err != nil {
+		return nil, err
+	}
+	if err := s.User.Chown(sock); err != nil {
+		return nil, err
+	}
+	pw := o.Password
+	if pw == "" {
+		pw = randomPassword()
+	}
+	t1 := time.Now()
+	srv, err := eng.Start(ctx, engine.StartSpec{
+		DataDir: st.DataDir, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"),
+		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: s.User,
+		Database: orDefault(o.Database, g.Manifest.Database), Owner: orDefault(o.Owner, g.Manifest.Owner),
+		Password: pw,
+		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
+	})
+	if srv != nil {
+		st.Server = srv
+	}
+	if err != nil {
+		return nil, err
+	}
+	st.StartMs = ms(time.Since(t1))
+	st.ReadyMs = ms(time.Since(t0))
+	conn := eng.Conn(srv)
+	st.Conn = &conn
+	st.Status = StatusReady
+	if err := st.save(); err != nil {
+		return nil, err
+	}
+	faults.At("up:started")
+	return in, nil
+}
+
+// Destroy stops and removes an instance this process holds.
+func (in *Instance) Destroy(ctx context.Context, s *store.Store) error {
+	err := teardown(ctx, in.State)
+	in.lock.Release()
+	if err == nil {
+		_ = os.Remove(lockPath(s, in.State.ID))
+	}
+	return err
+}
+
+// Down stops and removes an instance by id. It refuses an instance another
+// live process holds (a running `dbfork run`, or an `up` still starting).
+func Down(ctx context.Context, s *store.Store, id string) error {
+	lock, err := lockfile.TryLock(lockPath(s, id))
+	if errors.Is(err, lockfile.ErrHeld) {
+		return errs.Conflict("instance %s is in use by another dbfork process (a running `dbfork run`, `serve` or `up`); stop that process instead", id)
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	st, err := Load(s, id)
+	if err != nil {
+		return err
+	}
+	if err := teardown(ctx, st); err != nil {
+		return err
+	}
+	_ = os.Remove(lockPath(s, id))
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}

@@ -1,0 +1,202 @@
+// Package instance runs a server on a fresh clone of a golden and tears it
+// down again, leaving a record on disk at every step so that a crash at
+// any point can be cleaned up by gc.
+package instance
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// Statuses of an instance record.
+const (
+	StatusCreating = "creating"
+	StatusReady    = "ready"
+	StatusStopping = "stopping"
+)
+
+// State is the on-disk record of an instance (state.json, mode 0600: it
+// holds the instance password).
+type State struct {
+	ID         string         `json:"id"`
+	Key        string         `json:"golden"`
+	Engine     string         `json:"engine"`
+	Backend    string         `json:"backend"`
+	BackendWhy string         `json:"backend_reason"`
+	Status     string         `json:"status"`
+	Detached   bool           `json:"detached"` // made by `up`: lives until `down`
+	Dir        string         `json:"dir"`
+	DataDir    string         `json:"data_dir"`
+	Scratch    string         `json:"scratch_dir"`
+	Mounts     []string       `json:"mounts,omitempty"`
+	PIDFile    string         `json:"pid_file"` // the server's own pid file, a fallback record
+	Server     *engine.Server `json:"server,omitempty"`
+	Conn       *engine.Conn   `json:"conn,omitempty"`
+	Created    time.Time      `json:"created"`
+	CloneMs    float64        `json:"clone_ms"`
+	StartMs    float64        `json:"start_ms"`
+	ReadyMs    float64        `json:"ready_ms"` // clone + start + first query
+}
+
+func newID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func statePath(dir string) string { return filepath.Join(dir, "state.json") }
+
+// lockPath is beside, not inside, the instance dir: it is taken before the
+// dir exists, so gc never sees a half-made instance unlocked.
+func lockPath(s *store.Store, id string) string {
+	return filepath.Join(s.InstancesDir(), id+".lock")
+}
+
+func (st *State) save() error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(statePath(st.Dir), data, 0o600)
+}
+
+// Load reads one instance record.
+func Load(s *store.Store, id string) (*State, error) {
+	dir := s.InstanceDir(id)
+	data, err := os.ReadFile(statePath(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, derr := os.Stat(dir); derr != nil {
+			return nil, errs.NotFound("instance %s not found (see `dbfork ls`)", id)
+		}
+		return &State{ID: id, Dir: dir, DataDir: filepath.Join(dir, "data"), Scratch: filepath.Join(dir, "scratch")}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return &State{ID: id, Dir: dir, DataDir: filepath.Join(dir, "data"), Scratch: filepath.Join(dir, "scratch")}, nil
+	}
+	st.ID, st.Dir = id, dir // never trust paths outside the store
+	return &st, nil
+}
+
+// List returns every instance record, oldest first.
+func List(s *store.Store) ([]*State, error) {
+	entries, err := os.ReadDir(s.InstancesDir())
+	if err != nil {
+		return nil, err
+	}
+	var out []*State
+	for _, e := range entries {
+		if !e.IsDir() || !validID(e.Name()) {
+			continue
+		}
+		st, err := Load(s, e.Name())
+		if err != nil {
+			continue
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
+// Resolve finds an instance by id or unique id prefix.
+func Resolve(s *store.Store, arg string) (string, error) {
+	if !validPrefix(arg) {
+		return "", errs.Invalid("instance id %q: ids are 8 hex digits (see `dbfork ls`)", arg)
+	}
+	all, err := List(s)
+	if err != nil {
+		return "", err
+	}
+	var match []string
+	for _, st := range all {
+		if st.ID == arg {
+			return arg, nil
+		}
+		if strings.HasPrefix(st.ID, arg) {
+			match = append(match, st.ID)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return "", errs.NotFound("instance %s not found (see `dbfork ls`)", arg)
+	case 1:
+		return match[0], nil
+	}
+	return "", errs.Invalid("instance id prefix %s is ambiguous: %s", arg, strings.Join(match, ", "))
+}
+
+func validID(id string) bool {
+	return len(id) == 8 && strings.Trim(id, "0123456789abcdef") == ""
+}
+
+func validPrefix(p string) bool {
+	return len(p) >= 1 && len(p) <= 8 && strings.Trim(p, "0123456789abcdef") == ""
+}
+
+// Alive reports whether the instance's server process is still running.
+func (st *State) Alive() bool {
+	return st.Server != nil && st.Server.Process.Alive()
+}
+
+func (st *State) String() string {
+	return fmt.Sprintf("%s (%s on %s)", st.ID, st.Engine, st.Backend)
+}
+
+// View is what commands print about an instance.
+type View struct {
+	ID         string            `json:"id"`
+	Golden     string            `json:"golden"`
+	Engine     string            `json:"engine"`
+	Backend    string            `json:"backend"`
+	BackendWhy string            `json:"backend_reason"`
+	Status     string            `json:"status"`
+	Detached   bool              `json:"detached"`
+	PID        int               `json:"pid,omitempty"`
+	Port       int               `json:"port,omitempty"`
+	DSN        string            `json:"dsn,omitempty"`
+	SocketDSN  string            `json:"socket_dsn,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Dir        string            `json:"dir"`
+	Log        string            `json:"log"`
+	Created    time.Time         `json:"created"`
+	CloneMs    float64           `json:"clone_ms"`
+	ReadyMs    float64           `json:"ready_ms"`
+}
+
+// Public describes the instance for output. Status "dead" means the record
+// says ready but the server is gone.
+func (st *State) Public() View {
+	v := View{
+		ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend, BackendWhy: st.BackendWhy,
+		Status: st.Status, Detached: st.Detached, Dir: st.Dir, Log: filepath.Join(st.Dir, "server.log"),
+		Created: st.Created, CloneMs: st.CloneMs, ReadyMs: st.ReadyMs,
+	}
+	if st.Server != nil {
+		v.PID, v.Port = st.Server.Process.PID, st.Server.Port
+	}
+	if st.Conn != nil {
+		v.DSN, v.SocketDSN, v.Env = st.Conn.URL, st.Conn.SocketURL, st.Conn.Env
+	}
+	if st.Status == StatusReady && !st.Alive() {
+		v.Status = "dead"
+	}
+	return v
+}
