@@ -74,8 +74,9 @@ type StartSpec struct {
 	DataDir   string
 	SocketDir string
 	LogFile   string
-	Port      int  // 0: pick a free loopback port
-	Listen    bool // also listen on 127.0.0.1:Port
+	RunDir    string // private dir for generated config (pg_hba.conf)
+	Port      int    // 0: pick a free loopback port
+	Listen    bool   // also listen on 127.0.0.1:Port
 	Profile   string
 	Settings  map[string]string // recipe [settings], applied last
 	User      store.User

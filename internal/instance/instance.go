@@ -97,7 +97,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	}
 	t1 := time.Now()
 	srv, err := eng.Start(ctx, engine.StartSpec{
-		DataDir: st.DataDir, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"),
+		DataDir: st.DataDir, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"), RunDir: dir,
 		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: s.User,
 		Database: orDefault(o.Database, g.Manifest.Database), Owner: orDefault(o.Owner, g.Manifest.Owner),
 		Password: pw,

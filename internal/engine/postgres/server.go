@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -77,6 +78,15 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 		for k, v := range testProfile {
 			settings[k] = v
 		}
+	}
+	if spec.Password != "" {
+		// TCP logins need the instance's password; the unix socket (in a
+		// 0700 dir) stays trusted for the server user and root.
+		hba, err := writeHBA(spec)
+		if err != nil {
+			return nil, err
+		}
+		settings["hba_file"] = hba
 	}
 	for k, v := range spec.Settings {
 		settings[k] = v
@@ -209,4 +219,18 @@ func (p *Postgres) CheckCleanShutdown(ctx context.Context, dataDir string) error
 		}
 	}
 	return errors.New("pg_controldata printed no cluster state")
+}
+
+func writeHBA(spec engine.StartSpec) (string, error) {
+	if spec.RunDir == "" {
+		return "", errors.New("a password needs StartSpec.RunDir for pg_hba.conf")
+	}
+	p := filepath.Join(spec.RunDir, "pg_hba.conf")
+	body := "# written by dbfork for this instance\n" +
+		"local all all trust\n" +
+		"host all all 127.0.0.1/32 scram-sha-256\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		return "", err
+	}
+	return p, spec.User.Chown(p)
 }
