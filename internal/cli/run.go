@@ -33,7 +33,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer signal.Stop(sigs)
 
-			s, in, err := startInstance(cmd.Context(), g, f, false)
+			s, in, err := startInstance(cmd.Context(), g, f)
 			if err != nil {
 				return err
 			}

@@ -13,7 +13,6 @@ import (
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/progress"
-	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -29,7 +28,7 @@ func (f *upFlags) add(cmd *cobra.Command) {
 
 // startInstance builds (or reuses) the recipe's golden and starts an
 // instance on a clone of it.
-func startInstance(ctx context.Context, g *globals, f upFlags, detached bool) (*store.Store, *instance.Instance, error) {
+func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *instance.Instance, error) {
 	r, err := loadRecipe(f.file)
 	if err != nil {
 		return nil, nil, err
@@ -46,17 +45,13 @@ func startInstance(ctx context.Context, g *globals, f upFlags, detached bool) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	in, err := instance.Create(ctx, s, eng, res.Golden, instanceOptions(r, f.backend, detached))
+	in, err := instance.Create(ctx, s, eng, res.Golden, instance.Options{Backend: f.backend, Settings: r.Settings})
 	if err != nil {
 		return nil, nil, err
 	}
 	g.log.Info("instance ready", "id", in.State.ID, "backend", in.State.Backend, "why", in.State.BackendWhy,
 		"clone_ms", in.State.CloneMs, "ready_ms", in.State.ReadyMs)
 	return s, in, nil
-}
-
-func instanceOptions(r *recipe.Recipe, backend string, detached bool) instance.Options {
-	return instance.Options{Backend: backend, Settings: r.Settings, Detached: detached}
 }
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -67,18 +62,29 @@ func newUpCmd(g *globals) *cobra.Command {
 		Short: "Clone the golden, start a server on it, print its id, DSN and environment; it runs until `dbfork down`",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, in, err := startInstance(cmd.Context(), g, f, true)
+			s, in, err := startInstance(cmd.Context(), g, f)
 			if err != nil {
 				return err
 			}
-			in.Release()
+			// Detached only once the user has the id: an `up` killed before
+			// printing leaves a leftover that gc removes.
 			st := in.State
+			st.Detached = true
 			if asJSON {
-				return printJSON(g.stdout, st.Public())
+				err = printJSON(g.stdout, st.Public())
+			} else {
+				fmt.Fprintf(g.stdout, "# dbfork instance %s: %s on %s clone (%s), ready in %.0f ms; stop it with `dbfork down %s`\n",
+					st.ID, st.Engine, st.Backend, st.BackendWhy, st.ReadyMs, st.ID)
+				writeEnv(g.stdout, st.ID, st.Conn, export)
 			}
-			fmt.Fprintf(g.stdout, "# dbfork instance %s: %s on %s clone (%s), ready in %.0f ms; stop it with `dbfork down %s`\n",
-				st.ID, st.Engine, st.Backend, st.BackendWhy, st.ReadyMs, st.ID)
-			writeEnv(g.stdout, st.ID, st.Conn, export)
+			if err == nil {
+				err = in.Detach()
+			}
+			if err != nil {
+				_ = in.Destroy(context.Background(), s)
+				return err
+			}
+			in.Release()
 			return nil
 		},
 	}

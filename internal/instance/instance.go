@@ -33,6 +33,14 @@ type Instance struct {
 	lock  *lockfile.Lock
 }
 
+// Detach marks the instance as living on after this process (`up`): from
+// now on gc keeps it while its server runs. Until then a crash of its
+// creator makes it a leftover.
+func (in *Instance) Detach() error {
+	in.State.Detached = true
+	return in.State.save()
+}
+
 // Release drops the in-use lock without tearing anything down (for `up`,
 // whose instance lives on).
 func (in *Instance) Release() { in.lock.Release() }

@@ -134,7 +134,7 @@ func Parse(path string, data []byte) (*Recipe, error) {
 	var raw rawRecipe
 	md, err := toml.Decode(string(data), &raw)
 	if err != nil {
-		return nil, syntaxError(name, err)
+		return nil, syntaxError(name, data, err)
 	}
 	if undec := md.Undecoded(); len(undec) > 0 {
 		keys := make([]string, len(undec))
@@ -150,11 +150,17 @@ func Parse(path string, data []byte) (*Recipe, error) {
 	return r, nil
 }
 
-func syntaxError(name string, err error) error {
+func syntaxError(name string, data []byte, err error) error {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
 		msg := strings.TrimSpace(strings.SplitN(pe.Message, "\n", 2)[0])
-		return errs.Invalid("%s:%d: syntax error: %s", name, pe.Position.Line, msg)
+		line := pe.Position.Line
+		// The parser counts an unexpected newline as part of the next
+		// line; name the line the newline ends instead.
+		if st := pe.Position.Start; st > 0 && st <= len(data) {
+			line = strings.Count(string(data[:st]), "\n") + 1
+		}
+		return errs.Invalid("%s:%d: syntax error: %s", name, line, msg)
 	}
 	// Type mismatches come back as plain errors naming the key.
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")

@@ -1,0 +1,65 @@
+# Shared by demo.sh, test.sh and .ci/run: install what dbfork and its
+# tests need on Debian/Ubuntu, and a Go toolchain if the machine has none
+# new enough (from the Go module proxy, which serves toolchains as modules).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+need_root() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "$1 needs root (it installs packages, mounts filesystems and runs servers as a system user); run it with sudo" >&2
+    exit 1
+  fi
+}
+
+# ensure_packages installs the Debian packages that are missing.
+ensure_packages() {
+  local want=(postgresql postgresql-client xfsprogs btrfs-progs util-linux curl unzip ca-certificates "$@")
+  local missing=()
+  for p in "${want[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    # Keep Debian's own postgresql cluster from starting: dbfork runs its own.
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+      trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# ensure_go puts a Go toolchain at least as new as go.mod's on PATH.
+ensure_go() {
+  local want
+  want="$(awk '/^go /{print $2}' "$REPO/go.mod")"
+  if command -v go >/dev/null 2>&1; then
+    local have
+    have="$(go env GOVERSION 2>/dev/null | sed 's/^go//')"
+    if [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" = "$want" ]; then
+      return
+    fi
+  fi
+  local arch
+  case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) echo "no Go toolchain for $(uname -m)" >&2; exit 1 ;; esac
+  local dir="/usr/local/lib/dbfork-go/go$want"
+  if [ ! -x "$dir/bin/go" ]; then
+    echo "fetching Go $want from the Go module proxy" >&2
+    local tmp
+    tmp="$(mktemp -d)"
+    curl -fsSL -o "$tmp/go.zip" "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-go$want.linux-$arch.zip"
+    unzip -q "$tmp/go.zip" -d "$tmp"
+    mkdir -p "$(dirname "$dir")"
+    mv "$tmp/golang.org/toolchain@v0.0.1-go$want.linux-$arch" "$dir"
+    chmod +x "$dir/bin/"* "$dir/pkg/tool/"*/* 2>/dev/null || true
+    rm -rf "$tmp"
+  fi
+  export PATH="$dir/bin:$PATH"
+}
+
+build_dbfork() {
+  (cd "$REPO" && go build -o bin/dbfork ./cmd/dbfork)
+}
