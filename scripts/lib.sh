@@ -14,7 +14,7 @@ need_root() {
 
 # ensure_packages installs the Debian packages that are missing.
 ensure_packages() {
-  local want=(postgresql postgresql-client xfsprogs btrfs-progs util-linux curl unzip ca-certificates "$@")
+  local want=(postgresql postgresql-client mariadb-server mariadb-client xfsprogs btrfs-progs util-linux curl unzip ca-certificates "$@")
   local missing=()
   for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

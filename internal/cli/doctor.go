@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/engine/mysql"
 	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/store"
@@ -63,15 +66,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			if b, why, err := backend.Select(ctx, "auto", s.InstancesDir(), ""); err == nil {
 				rep.Auto.Backend, rep.Auto.Why = b.Name(), why
 			}
-			er := engineReport{Engine: "postgres"}
-			if pg, err := postgres.New(ctx, "", ""); err != nil {
-				er.Error = err.Error()
-				rep.Advice = append(rep.Advice, "install PostgreSQL: apt-get install postgresql")
-			} else {
-				er.OK, er.Bindir = true, pg.Bindir
-				er.Version, _ = pg.Version(ctx)
-			}
-			rep.Engines = append(rep.Engines, er)
+			rep.Engines = probeEngines(ctx)
 			rep.Tools = map[string]string{}
 			for _, t := range []string{"mkfs.xfs", "mkfs.btrfs", "mount"} {
 				if p, err := exec.LookPath(t); err == nil {
@@ -147,4 +142,26 @@ func printDoctor(g *globals, rep doctorReport) {
 			fmt.Fprintf(w, "  - %s\n", a)
 		}
 	}
+}
+
+func probeEngines(ctx context.Context) []engineReport {
+	var out []engineReport
+	er := engineReport{Engine: "postgres"}
+	if pg, err := postgres.New(ctx, "", ""); err != nil {
+		er.Error = err.Error()
+	} else {
+		er.OK, er.Bindir = true, pg.Bindir
+		er.Version, _ = pg.Version(ctx)
+	}
+	out = append(out, er)
+	for _, f := range []mysql.Flavor{mysql.MariaDB, mysql.MySQL} {
+		er := engineReport{Engine: string(f)}
+		if e, err := mysql.New(ctx, f, "", ""); err != nil {
+			er.Error = err.Error()
+		} else {
+			er.OK, er.Bindir, er.Version = true, filepath.Dir(e.Bin.Server), e.Bin.Info.Line
+		}
+		out = append(out, er)
+	}
+	return out
 }

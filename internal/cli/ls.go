@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"regexp"
 	"text/tabwriter"
 	"time"
 
@@ -90,12 +91,13 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// shortVersion turns "postgres (PostgreSQL) 15.18 (Debian ...)" into "15.18".
+// shortVersion turns "postgres (PostgreSQL) 15.18 (Debian ...)" into
+// "15.18" and "/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-..." into "10.11.19".
 func shortVersion(v string) string {
-	var name, ver string
-	if _, err := fmt.Sscanf(v, "postgres (PostgreSQL) %s", &ver); err == nil {
-		return ver
+	if m := versionRe.FindStringSubmatch(v); m != nil {
+		return m[1]
 	}
-	_ = name
 	return v
 }
+
+var versionRe = regexp.MustCompile(`(?:\(PostgreSQL\)|Ver) ([0-9]+(?:\.[0-9]+)+)`)

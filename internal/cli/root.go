@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/engine/mysql"
 	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/recipe"
@@ -99,8 +100,12 @@ func openEngine(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
 	switch r.Engine {
 	case "postgres":
 		return postgres.New(ctx, r.Bindir, r.Version)
+	case "mariadb":
+		return mysql.New(ctx, mysql.MariaDB, r.Bindir, r.Version)
+	case "mysql":
+		return mysql.New(ctx, mysql.MySQL, r.Bindir, r.Version)
 	}
-	return nil, errs.Unsupported("engine %q is not supported yet (use engine = \"postgres\")", r.Engine)
+	return nil, errs.Unsupported("engine %q is not supported (use postgres, mariadb or mysql)", r.Engine)
 }
 
 func loadRecipe(path string) (*recipe.Recipe, error) {

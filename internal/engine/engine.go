@@ -54,6 +54,9 @@ type Engine interface {
 	// Finish prepares a loaded golden for cloning (freeze, analyze).
 	Finish(ctx context.Context, srv *Server, r *recipe.Recipe) error
 	Stop(ctx context.Context, srv *Server, clean bool) error
+	// PIDFile is where the server writes its PID in a data dir: the
+	// fallback record when a crash came before dbfork wrote its own.
+	PIDFile(dataDir string) string
 	// Conn says how clients reach srv.
 	Conn(srv *Server) Conn
 }
@@ -100,6 +103,7 @@ type Server struct {
 	User      string        `json:"user"`
 	Password  string        `json:"password,omitempty"`
 	DataDir   string        `json:"data_dir"`
+	Listen    bool          `json:"listen"` // on 127.0.0.1:Port too (builds use the socket only)
 
 	exited <-chan struct{} // closed when our child exits (nil if not ours)
 }
@@ -163,11 +167,7 @@ func LogTail(path string, n int) string {
 	if err != nil {
 		return "(no server log: " + err.Error() + ")"
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return Tail(string(data), n)
 }
 
 // BaseEnv is the environment servers run with: minimal and predictable.
@@ -181,11 +181,15 @@ func BaseEnv() []string {
 
 // StopRecorded stops a server from its record alone (PID identity), as gc
 // must after a crash: PostgreSQL takes SIGINT (fast shutdown) or SIGQUIT
-// (immediate), MySQL/MariaDB shut down cleanly on SIGTERM. A server that
+// (immediate), MySQL/MariaDB shut down cleanly on SIGTERM and are simply
+// killed when their data is about to be thrown away. A server that
 // ignores the signal past the grace period is killed.
 func StopRecorded(ctx context.Context, srv *Server, clean bool) error {
-	sig, grace := syscall.SIGTERM, 10*time.Second
-	if srv.Engine == "postgres" {
+	sig, grace := syscall.SIGKILL, 10*time.Second
+	switch {
+	case srv.Engine != "postgres" && clean:
+		sig = syscall.SIGTERM
+	case srv.Engine == "postgres":
 		sig = syscall.SIGQUIT
 		if clean {
 			sig = syscall.SIGINT
@@ -198,4 +202,18 @@ func StopRecorded(ctx context.Context, srv *Server, clean bool) error {
 		return fmt.Errorf("stop %s pid %d: %w", srv.Engine, srv.Process.PID, err)
 	}
 	return nil
+}
+
+// RunAs is the SysProcAttr that runs a child as the server user.
+func RunAs(u store.User) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: u.Credential()}
+}
+
+// Tail returns the last n lines of s.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -2,6 +2,8 @@ package golden
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,9 +25,9 @@ import (
 )
 
 // CleanChecker is implemented by engines that can prove a data dir was
-// shut down cleanly (PostgreSQL: pg_controldata).
+// shut down cleanly (PostgreSQL: pg_controldata; MariaDB: its log).
 type CleanChecker interface {
-	CheckCleanShutdown(ctx context.Context, dataDir string) error
+	CheckCleanShutdown(ctx context.Context, dataDir, logFile string) error
 }
 
 // Options tune a build.
@@ -142,9 +144,12 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 
 	o.Progress.Step("start build server")
 	srv, err = eng.Start(ctx, engine.StartSpec{
-		DataDir: data, SocketDir: sock, LogFile: filepath.Join(tmp, "server.log"),
-		Port: 5432, Profile: engine.ProfileSafe, User: s.User,
+		DataDir: data, SocketDir: sock, LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
+		Listen: true, Profile: engine.ProfileSafe, User: s.User,
 		Database: r.Database, Owner: r.Owner,
+		// Commands (migration tools) reach the build server exactly as tests
+		// reach clones: over 127.0.0.1 with a password, which Finish drops.
+		Password: randomPassword(),
 	})
 	if srv != nil {
 		if werr := writeJSON(filepath.Join(tmp, serverFile), srv); werr != nil && err == nil {
@@ -178,7 +183,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		return nil, err
 	}
 	if cc, ok := eng.(CleanChecker); ok {
-		if err := cc.CheckCleanShutdown(ctx, data); err != nil {
+		if err := cc.CheckCleanShutdown(ctx, data, filepath.Join(tmp, "server.log")); err != nil {
 			return nil, err
 		}
 	}
@@ -267,4 +272,10 @@ func discardBuild(tmp string) error {
 		return err
 	}
 	return fsutil.RemoveAll(tmp)
+}
+
+func randomPassword() string {
+	b := make([]byte, 18)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

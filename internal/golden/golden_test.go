@@ -136,7 +136,7 @@ func TestFailedBuildsLeaveNothing(t *testing.T) {
 			name:  "failing SQL",
 			toml:  "engine = \"postgres\"\n[[load]]\nsql = \"seed.sql\"\n",
 			files: map[string]string{"seed.sql": "create table a(x int);\ninsert into a values (1);\ninsert into\n  nosuch values (2);\n"},
-			want:  []string{"seed.sql:4:", `relation "nosuch" does not exist`, "statement: insert into nosuch values (2);"},
+			want:  []string{"seed.sql:3:", `relation "nosuch" does not exist`, "statement: insert into nosuch values (2);"},
 		},
 		{
 			name:  "failing command",

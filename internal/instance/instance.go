@@ -66,7 +66,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 		DataDir: filepath.Join(dir, "data"), Scratch: filepath.Join(dir, "scratch"),
 		Created: time.Now().UTC(),
 	}
-	st.PIDFile = filepath.Join(st.DataDir, "postmaster.pid")
+	st.PIDFile = eng.PIDFile(st.DataDir)
 	in = &Instance{State: st, lock: lock}
 	defer func() {
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/dbfork/dbfork/internal/engine"
@@ -75,17 +76,19 @@ func (p *Postgres) psqlFile(ctx context.Context, srv *engine.Server, r *recipe.R
 // sqlError turns psql's stderr into one line: file, line, message and the
 // failing statement.
 func sqlError(file, stderr string, runErr error) error {
-	var msg, line, stmt string
+	var msg, stmt string
+	line, stmtLines := 0, 0
 	sc := bufio.NewScanner(strings.NewReader(stderr))
 	inStmt := false
 	for sc.Scan() {
 		l := sc.Text()
 		if m := psqlErrRe.FindStringSubmatch(l); m != nil && msg == "" {
-			line, msg = m[2], m[3]+": "+m[4]
+			line, _ = strconv.Atoi(m[2])
+			msg = m[3] + ": " + m[4]
 			continue
 		}
-		if i := strings.Index(l, ": STATEMENT:  "); i >= 0 && strings.HasPrefix(l, "psql:") {
-			stmt, inStmt = l[i+len(": STATEMENT:  "):], true
+		if i := strings.Index(l, ": STATEMENT:  "); i >= 0 && strings.HasPrefix(l, "psql:") && stmt == "" {
+			stmt, inStmt, stmtLines = l[i+len(": STATEMENT:  "):], true, 1
 			continue
 		}
 		if inStmt {
@@ -93,16 +96,18 @@ func sqlError(file, stderr string, runErr error) error {
 				inStmt = false
 			} else {
 				stmt += " " + strings.TrimSpace(l)
+				stmtLines++
 			}
 		}
 	}
 	if msg == "" {
-		return fmt.Errorf("%s: psql failed (%v): %s", file, runErr, oneLine(tail(stderr, 3), 300))
+		return fmt.Errorf("%s: psql failed (%v): %s", file, runErr, oneLine(engine.Tail(stderr, 3), 300))
 	}
 	if stmt != "" {
-		return fmt.Errorf("%s:%s: %s (statement: %s)", file, line, msg, oneLine(stmt, 200))
+		// psql names the line a statement ends on; name the one it starts on.
+		return fmt.Errorf("%s:%d: %s (statement: %s)", file, line-stmtLines+1, msg, oneLine(stmt, 200))
 	}
-	return fmt.Errorf("%s:%s: %s", file, line, msg)
+	return fmt.Errorf("%s:%d: %s", file, line, msg)
 }
 
 func oneLine(s string, max int) string {
@@ -125,7 +130,7 @@ func (p *Postgres) restore(ctx context.Context, srv *engine.Server, r *recipe.Re
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%s: pg_restore failed (%v): %s", r.Rel(file), err, oneLine(tail(stderr.String(), 4), 400))
+		return fmt.Errorf("%s: pg_restore failed (%v): %s", r.Rel(file), err, oneLine(engine.Tail(stderr.String(), 4), 400))
 	}
 	return nil
 }

@@ -3,10 +3,10 @@ package postgres
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -57,13 +57,13 @@ func (p *Postgres) Init(ctx context.Context, spec engine.InitSpec) error {
 		"--no-sync", "--no-instructions")
 	cmd.Env = engine.BaseEnv()
 	cmd.Dir = "/"
-	cmd.SysProcAttr = sysProcAttr(spec.User)
+	cmd.SysProcAttr = engine.RunAs(spec.User)
 	out, err := cmd.CombinedOutput()
 	if spec.LogFile != "" {
 		_ = os.WriteFile(spec.LogFile, out, 0o640)
 	}
 	if err != nil {
-		return fmt.Errorf("initdb failed: %v\n%s", err, tail(string(out), 15))
+		return fmt.Errorf("initdb failed: %v\n%s", err, engine.Tail(string(out), 15))
 	}
 	return nil
 }
@@ -77,6 +77,10 @@ func (p *Postgres) Finish(ctx context.Context, srv *engine.Server, r *recipe.Rec
 		return err
 	}
 	defer c.Close(context.Background())
+	// Clones get their own password; the build's must not live on.
+	if _, err := c.Exec(ctx, "ALTER ROLE "+pgx.Identifier{r.Owner}.Sanitize()+" PASSWORD NULL"); err != nil {
+		return fmt.Errorf("drop build password: %w", err)
+	}
 	if r.Freeze {
 		if _, err := c.Exec(ctx, "VACUUM (FREEZE, ANALYZE)"); err != nil {
 			return fmt.Errorf("vacuum freeze: %w", err)
@@ -98,20 +102,12 @@ func (p *Postgres) Conn(srv *engine.Server) engine.Conn {
 		env["PGPASSWORD"] = srv.Password
 		url = fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/%s?sslmode=disable", srv.User, srv.Password, srv.Port, srv.Database)
 	}
+	socketURL := fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d", srv.User, srv.Database, neturl.QueryEscape(srv.SocketDir), srv.Port)
+	if !srv.Listen {
+		url = socketURL // a build server has no TCP listener
+	}
 	env["DATABASE_URL"] = url
-	return engine.Conn{
-		URL:       url,
-		SocketURL: fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d", srv.User, srv.Database, srv.SocketDir, srv.Port),
-		Env:       env,
-	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return engine.Conn{URL: url, SocketURL: socketURL, Env: env}
 }
 
 // Setup creates the recipe's database, owned by the recipe's owner (the
@@ -130,3 +126,6 @@ func (p *Postgres) Setup(ctx context.Context, srv *engine.Server, r *recipe.Reci
 	}
 	return nil
 }
+
+// PIDFile is postgres's own postmaster.pid.
+func (p *Postgres) PIDFile(dataDir string) string { return filepath.Join(dataDir, "postmaster.pid") }

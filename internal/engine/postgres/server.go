@@ -9,13 +9,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbfork/dbfork/internal/engine"
-	"github.com/dbfork/dbfork/internal/store"
 )
 
 // testProfile turns durability off and keeps memory small. None of these
@@ -37,10 +35,6 @@ var testProfile = map[string]string{
 	"log_checkpoints":            "off",
 	"log_min_messages":           "warning",
 	"dynamic_shared_memory_type": "posix",
-}
-
-func sysProcAttr(u store.User) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Credential: u.Credential()}
 }
 
 // Start runs postgres directly (not pg_ctl) so that the PID we record is
@@ -109,6 +103,7 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 	}
 	srv.Engine, srv.Port, srv.SocketDir = "postgres", port, spec.SocketDir
 	srv.Database, srv.User, srv.DataDir = spec.Database, spec.Owner, spec.DataDir
+	srv.Listen = spec.Listen
 	if spec.OnLaunch != nil {
 		if err := spec.OnLaunch(srv); err != nil {
 			return srv, err
@@ -202,12 +197,12 @@ func (p *Postgres) Stop(ctx context.Context, srv *engine.Server, clean bool) err
 
 // CheckCleanShutdown asks pg_controldata whether the cluster was shut down
 // cleanly, so that no clone ever starts with crash recovery.
-func (p *Postgres) CheckCleanShutdown(ctx context.Context, dataDir string) error {
+func (p *Postgres) CheckCleanShutdown(ctx context.Context, dataDir, _ string) error {
 	cmd := exec.CommandContext(ctx, p.bin("pg_controldata"), "-D", dataDir)
 	cmd.Env = engine.BaseEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("pg_controldata: %v: %s", err, tail(string(out), 3))
+		return fmt.Errorf("pg_controldata: %v: %s", err, engine.Tail(string(out), 3))
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(line, "Database cluster state:") {

@@ -1,0 +1,61 @@
+package enginetest_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/engine/enginetest"
+	"github.com/dbfork/dbfork/internal/engine/mysql"
+	"github.com/dbfork/dbfork/internal/engine/postgres"
+)
+
+func TestPostgres(t *testing.T) {
+	enginetest.Run(t, enginetest.Dialect{
+		Engine: "postgres",
+		New:    func(ctx context.Context) (engine.Engine, error) { return postgres.New(ctx, "", "") },
+		Open:   func(c engine.Conn) (*sql.DB, error) { return sql.Open("pgx", c.URL) },
+		Seed: func(n int) string {
+			return fmt.Sprintf("CREATE TABLE items(id serial PRIMARY KEY, name text NOT NULL);\nINSERT INTO items(name) SELECT 'item ' || g FROM generate_series(1, %d) g;\n", n)
+		},
+		Command: `psql -v ON_ERROR_STOP=1 -qc "INSERT INTO items(name) VALUES ('cmd')"`,
+		BadSQL:  "CREATE TABLE a(x int);\nINSERT INTO a VALUES (1);\nINSERT INTO nosuch\n VALUES (2);\n",
+		Dump: func(t *testing.T, c engine.Conn, path string) {
+			enginetest.RunCLI(t, c, "pg_dump", "-Fc", "--no-owner", "-f", path)
+		},
+	})
+}
+
+func TestMariaDB(t *testing.T) {
+	if _, err := exec.LookPath("mariadbd"); err != nil {
+		if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil && os.Getenv("CI") == "" {
+			t.Skip("MariaDB is not installed (apt-get install mariadb-server); CI installs it")
+		}
+	}
+	enginetest.Run(t, enginetest.Dialect{
+		Engine: "mariadb",
+		New:    func(ctx context.Context) (engine.Engine, error) { return mysql.New(ctx, mysql.MariaDB, "", "") },
+		Open: func(c engine.Conn) (*sql.DB, error) {
+			dsn := c.Env["MYSQL_GO_DSN"]
+			if dsn == "" { // the wrong-password probe passes only a URL
+				dsn = goDSNFromURL(c.URL)
+			}
+			return sql.Open("mysql", dsn)
+		},
+		Seed: func(n int) string {
+			return fmt.Sprintf("CREATE TABLE items(id int AUTO_INCREMENT PRIMARY KEY, name text NOT NULL);\nINSERT INTO items(name) SELECT CONCAT('item ', seq) FROM seq_1_to_%d;\n", n)
+		},
+		Command: `mariadb -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "INSERT INTO items(name) VALUES ('cmd')"`,
+		BadSQL:  "CREATE TABLE a(x int);\nINSERT INTO a VALUES (1);\nINSERT INTO nosuch\n VALUES (2);\n",
+		Dump: func(t *testing.T, c engine.Conn, path string) {
+			enginetest.RunCLI(t, c, "mariadb-dump", "-h", c.Env["MYSQL_HOST"], "-P", c.Env["MYSQL_PORT"], "-u", c.Env["MYSQL_USER"], "-r", path, c.Env["MYSQL_DATABASE"])
+		},
+	})
+}

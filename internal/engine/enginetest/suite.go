@@ -1,0 +1,292 @@
+// Package enginetest is the one suite every engine passes against real
+// servers: golden builds (cache, rebuild, failures, dumps) and instances
+// on every clone backend the machine can make.
+package enginetest
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
+	"github.com/dbfork/dbfork/internal/testenv"
+)
+
+// Dialect is what the suite needs to know about an engine.
+type Dialect struct {
+	Engine string // recipe engine name
+	New    func(ctx context.Context) (engine.Engine, error)
+	// Open connects to an instance over TCP with its DSN.
+	Open func(c engine.Conn) (*sql.DB, error)
+	// Seed returns a load step's SQL that creates table items with n rows.
+	Seed func(n int) string
+	// Command is a run step that inserts one row via the engine's CLI.
+	Command string
+	// BadSQL is a file whose line 3 holds a failing statement.
+	BadSQL string
+	// Dump writes a dump of the instance's database to path.
+	Dump func(t *testing.T, c engine.Conn, path string)
+}
+
+// Run runs the whole suite.
+func Run(t *testing.T, d Dialect) {
+	eng, err := d.New(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("build", func(t *testing.T) { testBuild(t, d, eng) })
+	t.Run("failures", func(t *testing.T) { testFailures(t, d, eng) })
+	t.Run("instances", func(t *testing.T) { testInstances(t, d, eng) })
+	t.Run("dump", func(t *testing.T) { testDump(t, d, eng) })
+}
+
+func (d Dialect) recipe(t *testing.T, dir string, rows int) *recipe.Recipe {
+	path := testenv.WriteRecipe(t, dir, "engine = \""+d.Engine+"\"\ndatabase = \"shop\"\nowner = \"shop\"\n"+
+		"[[load]]\nsql = [\"seed/*.sql\"]\n[[load]]\nrun = \""+strings.ReplaceAll(d.Command, `"`, `\"`)+"\"\n",
+		map[string]string{"seed/01.sql": d.Seed(rows)})
+	r, err := recipe.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func openStore(t *testing.T, root string) *store.Store {
+	s, err := store.Open(filepath.Join(root, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func testBuild(t *testing.T, d Dialect, eng engine.Engine) {
+	root := testenv.Dir(t)
+	s := openStore(t, root)
+	ctx := context.Background()
+	res, err := golden.Build(ctx, s, eng, d.recipe(t, filepath.Join(root, "p"), 500), golden.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Built || res.Golden.Manifest.Engine != d.Engine || len(res.Golden.Manifest.Files) == 0 {
+		t.Fatalf("first build: %+v", res)
+	}
+	again, err := golden.Build(ctx, s, eng, d.recipe(t, filepath.Join(root, "p"), 500), golden.Options{})
+	if err != nil || again.Built || again.Golden.Key != res.Golden.Key {
+		t.Fatalf("unchanged recipe: built=%v err=%v", again != nil && again.Built, err)
+	}
+	changed, err := golden.Build(ctx, s, eng, d.recipe(t, filepath.Join(root, "p"), 501), golden.Options{})
+	if err != nil || !changed.Built || changed.Golden.Key == res.Golden.Key {
+		t.Fatalf("changed seed did not rebuild: %v", err)
+	}
+	testenv.AssertClean(t, root)
+}
+
+func testFailures(t *testing.T, d Dialect, eng engine.Engine) {
+	root := testenv.Dir(t)
+	s := openStore(t, root)
+	cases := map[string]struct {
+		toml  string
+		files map[string]string
+		want  []string
+	}{
+		"sql":     {"[[load]]\nsql = \"bad.sql\"\n", map[string]string{"bad.sql": d.BadSQL}, []string{"bad.sql:3:", "statement:"}},
+		"command": {"[[load]]\nrun = \"echo out; echo err >&2; exit 4\"\n", map[string]string{}, []string{"exit status 4", "out | err"}},
+	}
+	for name, c := range cases {
+		path := testenv.WriteRecipe(t, filepath.Join(root, name), "engine = \""+d.Engine+"\"\n"+c.toml, c.files)
+		r, err := recipe.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = golden.Build(context.Background(), s, eng, r, golden.Options{})
+		if err == nil {
+			t.Fatalf("%s: build succeeded", name)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: error %q lacks %q or is not one line", name, err, w)
+			}
+		}
+	}
+	if left := testenv.TmpBuilds(s.Root); len(left) > 0 {
+		t.Errorf("failed builds left %v", left)
+	}
+	if all, _ := golden.List(s); len(all) > 0 {
+		t.Error("a failed build was published")
+	}
+	testenv.AssertClean(t, root)
+}
+
+func testInstances(t *testing.T, d Dialect, eng engine.Engine) {
+	testenv.RequireRoot(t)
+	for _, m := range []struct {
+		fs, auto string
+		backends []string
+	}{
+		{"host", "overlay", []string{"overlay", "copy"}},
+		{"xfs", "reflink", []string{"reflink", "overlay"}},
+		{"btrfs", "btrfs", []string{"btrfs"}},
+	} {
+		t.Run(m.fs, func(t *testing.T) {
+			root := testenv.Dir(t)
+			if m.fs != "host" {
+				root = testenv.LoopFS(t, m.fs, 900<<20)
+			}
+			s := openStore(t, root)
+			res, err := golden.Build(context.Background(), s, eng, d.recipe(t, filepath.Join(root, "p"), 2000), golden.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range append([]string{"auto"}, m.backends...) {
+				t.Run(b, func(t *testing.T) {
+					checkPair(t, d, eng, s, res.Golden, b, map[string]string{"auto": m.auto}[b])
+				})
+			}
+			testenv.AssertClean(t, root)
+		})
+	}
+	t.Run("start failure", func(t *testing.T) {
+		root := testenv.Dir(t)
+		s := openStore(t, root)
+		res, err := golden.Build(context.Background(), s, eng, d.recipe(t, filepath.Join(root, "p"), 10), golden.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = instance.Create(context.Background(), s, eng, res.Golden, instance.Options{
+			Backend: "copy", Settings: map[string]string{"no_such_setting_xyz": "1"},
+		})
+		if err == nil || !strings.Contains(err.Error(), "server log") || !strings.Contains(strings.ToLower(err.Error()), "no_such_setting_xyz") && !strings.Contains(err.Error(), "no-such-setting-xyz") {
+			t.Fatalf("start failure without the log tail naming the setting: %v", err)
+		}
+		if entries, _ := os.ReadDir(s.InstancesDir()); len(entries) > 0 {
+			t.Fatalf("failed start left %d entries", len(entries))
+		}
+		testenv.AssertClean(t, root)
+	})
+}
+
+func checkPair(t *testing.T, d Dialect, eng engine.Engine, s *store.Store, g *golden.Golden, backend, wantAuto string) {
+	ctx := context.Background()
+	var dbs []*sql.DB
+	var ins []*instance.Instance
+	for i := 0; i < 2; i++ {
+		in, err := instance.Create(ctx, s, eng, g, instance.Options{Backend: backend})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Destroy(ctx, s)
+		db, err := d.Open(*in.State.Conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		ins, dbs = append(ins, in), append(dbs, db)
+	}
+	if wantAuto != "" && ins[0].State.Backend != wantAuto {
+		t.Fatalf("auto chose %s, want %s", ins[0].State.Backend, wantAuto)
+	}
+	if n := count(t, dbs[0]); n != 2001 {
+		t.Fatalf("clone has %d rows, want 2001", n)
+	}
+	if _, err := dbs[0].ExecContext(ctx, "INSERT INTO items(name) VALUES ('only-in-a')"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, dbs[1]); n != 2001 {
+		t.Fatalf("a write to one instance reached another: %d rows", n)
+	}
+	c := *ins[0].State.Conn
+	c.Env = nil
+	c.URL = strings.Replace(c.URL, ins[0].State.Server.Password, "wrong", 1)
+	if bad, err := d.Open(c); err == nil {
+		err = bad.PingContext(ctx)
+		bad.Close()
+		if err == nil {
+			t.Fatal("a wrong password was accepted over TCP")
+		}
+	}
+	for _, in := range ins {
+		if err := in.Destroy(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if in.State.Server.Process.Alive() {
+			t.Fatal("server alive after Destroy")
+		}
+		if _, err := os.Stat(in.State.Dir); !os.IsNotExist(err) {
+			t.Fatalf("instance dir left: %v", err)
+		}
+	}
+}
+
+func count(t *testing.T, db *sql.DB) int {
+	var n int
+	if err := db.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM items").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func testDump(t *testing.T, d Dialect, eng engine.Engine) {
+	root := testenv.Dir(t)
+	s := openStore(t, root)
+	ctx := context.Background()
+	res, err := golden.Build(ctx, s, eng, d.recipe(t, filepath.Join(root, "p"), 300), golden.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := instance.Create(ctx, s, eng, res.Golden, instance.Options{Backend: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump := filepath.Join(root, "dumps", "shop.dump")
+	if err := os.MkdirAll(filepath.Dir(dump), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d.Dump(t, *in.State.Conn, dump)
+	if err := in.Destroy(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	path := testenv.WriteRecipe(t, filepath.Join(root, "fromdump"), "engine = \""+d.Engine+"\"\ndatabase = \"copy\"\nowner = \"shop\"\n[[load]]\ndump = \""+dump+"\"\n", map[string]string{})
+	r, err := recipe.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := golden.Build(ctx, s, eng, r, golden.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in2, err := instance.Create(ctx, s, eng, g2.Golden, instance.Options{Backend: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in2.Destroy(ctx, s)
+	db, err := d.Open(*in2.State.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := count(t, db); n != 301 {
+		t.Fatalf("restored %d rows, want 301", n)
+	}
+}
+
+// RunCLI runs a client program with the instance's environment.
+func RunCLI(t *testing.T, c engine.Conn, name string, args ...string) string {
+	cmd := exec.Command(name, args...)
+	cmd.Env = os.Environ()
+	for k, v := range c.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v: %s", name, err, out)
+	}
+	return string(out)
+}

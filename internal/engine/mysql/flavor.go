@@ -1,0 +1,150 @@
+// Package mysql runs MariaDB and MySQL servers for dbfork. The two differ
+// in how a data dir is initialised, which settings exist, and whether the
+// redo log can be switched off; those differences live in this file as
+// small functions with unit tests, so the MySQL paths are checked even on
+// machines (like Debian's CI) where only MariaDB is installable.
+package mysql
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Flavor is MariaDB or MySQL.
+type Flavor string
+
+const (
+	MariaDB Flavor = "mariadb"
+	MySQL   Flavor = "mysql"
+)
+
+// ServerInfo is what `mysqld --version` says.
+type ServerInfo struct {
+	Flavor  Flavor
+	Version string // "10.11.19" / "8.0.36"
+	Line    string // the whole version line: part of the golden key
+}
+
+var versionRe = regexp.MustCompile(`Ver ([0-9]+\.[0-9]+\.[0-9]+)(-MariaDB)?`)
+
+// ParseVersion reads `mariadbd --version` / `mysqld --version` output.
+func ParseVersion(out string) (ServerInfo, error) {
+	line := strings.TrimSpace(out)
+	m := versionRe.FindStringSubmatch(line)
+	if m == nil {
+		return ServerInfo{}, fmt.Errorf("unrecognised server version %q", line)
+	}
+	info := ServerInfo{Flavor: MySQL, Version: m[1], Line: line}
+	if m[2] != "" || strings.Contains(line, "MariaDB") {
+		info.Flavor = MariaDB
+	}
+	return info, nil
+}
+
+// AtLeast compares the dotted version with major.minor.patch.
+func (i ServerInfo) AtLeast(major, minor, patch int) bool {
+	parts := strings.SplitN(i.Version, ".", 3)
+	var v [3]int
+	for k := range parts {
+		v[k], _ = strconv.Atoi(parts[k])
+	}
+	for k, want := range [3]int{major, minor, patch} {
+		if v[k] != want {
+			return v[k] > want
+		}
+	}
+	return true
+}
+
+// Golden layout choices, part of the key. A default golden has a ~96 MiB
+// (MariaDB) or 2x48 MiB (MySQL) redo log and undo logs inside ibdata1;
+// a clone rewrites both on its first write, and OverlayFS copies whole
+// files up. A 16 MiB redo log and separate undo tablespaces keep that
+// first-write cost small; file-per-table (the default) keeps tables apart.
+const (
+	redoLogSize     = "16M"
+	undoTablespaces = "3"
+)
+
+// initArgs are the arguments of the tool that creates a data dir.
+func initArgs(info ServerInfo, dataDir string) []string {
+	common := []string{"--datadir=" + dataDir}
+	switch info.Flavor {
+	case MariaDB:
+		return append([]string{"--no-defaults"}, append(common,
+			"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve",
+			"--innodb-log-file-size="+redoLogSize, "--innodb-undo-tablespaces="+undoTablespaces,
+			"--innodb-buffer-pool-dump-at-shutdown=0", "--innodb-change-buffering=none")...)
+	default:
+		args := append([]string{"--no-defaults", "--initialize-insecure"}, common...)
+		return append(args, innodbLayout(info)...)
+	}
+}
+
+// innodbLayout are the settings that must match between the golden and
+// every server started on it.
+func innodbLayout(info ServerInfo) []string {
+	switch {
+	case info.Flavor == MariaDB:
+		return []string{"--innodb-log-file-size=" + redoLogSize, "--innodb-undo-tablespaces=" + undoTablespaces}
+	case info.AtLeast(8, 0, 30):
+		return []string{"--innodb-redo-log-capacity=" + redoLogSize}
+	default:
+		return []string{"--innodb-log-file-size=8M", "--innodb-log-files-in-group=2"}
+	}
+}
+
+// profileArgs are the server settings of a profile: the test profile turns
+// durability off and memory down, changing no query result.
+func profileArgs(info ServerInfo, test bool) []string {
+	args := []string{
+		"--skip-log-bin", "--skip-name-resolve", "--performance-schema=0",
+		"--innodb-buffer-pool-load-at-startup=0", "--innodb-buffer-pool-dump-at-shutdown=0",
+	}
+	if info.Flavor == MariaDB {
+		args = append(args, "--innodb-change-buffering=none")
+	}
+	if !test {
+		return args
+	}
+	args = append(args,
+		"--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0", "--sync-binlog=0",
+		"--innodb-buffer-pool-size=64M",
+	)
+	if info.Flavor == MySQL {
+		args = append(args, "--skip-mysqlx")
+	}
+	return args
+}
+
+// afterStartSQL are statements run as root once a test server is up:
+// MySQL 8.0.21+ can switch its redo log off; MariaDB has no such switch.
+func afterStartSQL(info ServerInfo, test bool) []string {
+	if test && info.Flavor == MySQL && info.AtLeast(8, 0, 21) {
+		return []string{"ALTER INSTANCE DISABLE INNODB REDO_LOG"}
+	}
+	return nil
+}
+
+// lockedUserSQL creates the recipe's owner: over the socket without a
+// password (the socket dir is private), over 127.0.0.1 locked until an
+// instance sets its own password.
+func lockedUserSQL(owner, database string) []string {
+	q := quoteIdent(owner)
+	return []string{
+		"CREATE DATABASE IF NOT EXISTS " + quoteIdent(database),
+		fmt.Sprintf("CREATE USER %s@'localhost' IDENTIFIED BY ''", q),
+		fmt.Sprintf("CREATE USER %s@'127.0.0.1' IDENTIFIED BY '' ACCOUNT LOCK", q),
+		fmt.Sprintf("GRANT ALL PRIVILEGES ON *.* TO %s@'localhost' WITH GRANT OPTION", q),
+		fmt.Sprintf("GRANT ALL PRIVILEGES ON *.* TO %s@'127.0.0.1' WITH GRANT OPTION", q),
+	}
+}
+
+func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// unlockSQL gives the owner's TCP account an instance's password.
+func unlockSQL(owner, password string) string {
+	return fmt.Sprintf("ALTER USER %s@'127.0.0.1' IDENTIFIED BY '%s' ACCOUNT UNLOCK", quoteIdent(owner), strings.ReplaceAll(password, "'", "''"))
+}

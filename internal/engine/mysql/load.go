@@ -1,0 +1,115 @@
+package mysql
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/recipe"
+)
+
+// Load runs one recipe step: SQL files and mysqldump/mariadb-dump output
+// through the command-line client (which handles DELIMITER and the rest
+// of dump syntax), commands through sh with the MYSQL_* environment.
+func (e *Engine) Load(ctx context.Context, srv *engine.Server, r *recipe.Recipe, st recipe.Step, out engine.LogWriter) error {
+	switch st.Kind {
+	case recipe.StepSQL, recipe.StepDump:
+		for _, f := range st.Files {
+			if err := e.clientFile(ctx, srv, r, f, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	case recipe.StepRun:
+		return engine.RunCommand(ctx, r, st, e.Conn(srv).Env, out)
+	}
+	return fmt.Errorf("unknown step kind %q", st.Kind)
+}
+
+func (e *Engine) clientFile(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
+	in, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	cmd := exec.CommandContext(ctx, e.Bin.Client, "--no-defaults", "--batch",
+		"--socket="+socketPath(srv.SocketDir), "--user="+srv.User, "--database="+srv.Database)
+	cmd.Dir = r.Dir
+	cmd.Env = engine.BaseEnv()
+	cmd.Stdin = in
+	var stderr bytes.Buffer
+	cmd.Stdout = out
+	cmd.Stderr = io.MultiWriter(&stderr, out)
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return clientError(r.Rel(file), file, stderr.String(), err)
+	}
+	return nil
+}
+
+var clientErrRe = regexp.MustCompile(`^ERROR ([0-9]+) \(([0-9A-Z]+)\) at line ([0-9]+)(?: in file: '[^']*')?: (.*)$`)
+
+// clientError makes one line of the client's error: file, line, message,
+// and the statement that starts at that line.
+func clientError(rel, path, stderr string, runErr error) error {
+	sc := bufio.NewScanner(strings.NewReader(stderr))
+	for sc.Scan() {
+		m := clientErrRe.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		line, _ := strconv.Atoi(m[3])
+		msg := fmt.Sprintf("%s:%d: ERROR %s (%s): %s", rel, line, m[1], m[2], m[4])
+		if stmt := statementAt(path, line); stmt != "" {
+			msg += " (statement: " + stmt + ")"
+		}
+		return fmt.Errorf("%s", msg)
+	}
+	return fmt.Errorf("%s: client failed (%v): %s", rel, runErr, oneLine(engine.Tail(stderr, 3), 300))
+}
+
+// statementAt returns the statement starting at a 1-based line, up to
+// its semicolon, squeezed to one short line.
+func statementAt(path string, line int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	var b strings.Builder
+	for n := 1; sc.Scan(); n++ {
+		if n < line {
+			continue
+		}
+		b.WriteString(sc.Text())
+		b.WriteByte(' ')
+		if strings.Contains(sc.Text(), ";") || b.Len() > 400 {
+			break
+		}
+	}
+	s := b.String()
+	if i := strings.IndexByte(s, ';'); i >= 0 {
+		s = s[:i+1]
+	}
+	return oneLine(s, 200)
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		s = s[:max-3] + "..."
+	}
+	return s
+}

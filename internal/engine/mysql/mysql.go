@@ -1,0 +1,156 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/recipe"
+)
+
+// Engine is a located MariaDB or MySQL installation.
+type Engine struct {
+	Bin *Binaries
+}
+
+// New locates the server for engine = "mariadb" or "mysql".
+func New(ctx context.Context, flavor Flavor, bindir, want string) (*Engine, error) {
+	b, err := Locate(ctx, flavor, bindir, want)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{Bin: b}, nil
+}
+
+func (e *Engine) Name() string { return string(e.Bin.Info.Flavor) }
+
+func (e *Engine) Version(ctx context.Context) (string, error) { return e.Bin.Info.Line, nil }
+
+func (e *Engine) InitOptions(r *recipe.Recipe) map[string]string {
+	return map[string]string{
+		"database": r.Database, "owner": r.Owner,
+		"layout": strings.Join(innodbLayout(e.Bin.Info), " "),
+	}
+}
+
+// PIDFile is where servers started by dbfork write their PID.
+func (e *Engine) PIDFile(dataDir string) string { return filepath.Join(dataDir, "dbfork-server.pid") }
+
+// Init creates a data dir with the server's own tool, as the server user.
+func (e *Engine) Init(ctx context.Context, spec engine.InitSpec) error {
+	if spec.Recipe.Owner == "root" {
+		return errs.Invalid("owner = \"root\" is reserved on %s; name another owner in dbfork.toml", e.Name())
+	}
+	tool := e.Bin.Install
+	if e.Bin.Info.Flavor == MySQL {
+		tool = e.Bin.Server
+	}
+	cmd := exec.CommandContext(ctx, tool, initArgs(e.Bin.Info, spec.DataDir)...)
+	cmd.Env = engine.BaseEnv()
+	cmd.Dir = filepath.Dir(spec.DataDir)
+	cmd.SysProcAttr = engine.RunAs(spec.User)
+	out, err := cmd.CombinedOutput()
+	if spec.LogFile != "" {
+		_ = os.WriteFile(spec.LogFile, out, 0o640)
+	}
+	if err != nil {
+		return fmt.Errorf("%s failed: %v\n%s", filepath.Base(tool), err, engine.Tail(string(out), 15))
+	}
+	return nil
+}
+
+// Setup creates the recipe's database and owner and removes the root
+// accounts that would accept TCP logins without a password.
+func (e *Engine) Setup(ctx context.Context, srv *engine.Server, r *recipe.Recipe) error {
+	db, err := open(ctx, srv, "root", "")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SELECT Host FROM mysql.user WHERE User = 'root' AND Host <> 'localhost'")
+	if err != nil {
+		return fmt.Errorf("list root accounts: %w", err)
+	}
+	var drops []string
+	for rows.Next() {
+		var host string
+		if err := rows.Scan(&host); err != nil {
+			rows.Close()
+			return err
+		}
+		drops = append(drops, "DROP USER 'root'@'"+strings.ReplaceAll(host, "'", "''")+"'")
+	}
+	rows.Close()
+	stmts := append(drops, lockedUserSQL(r.Owner, r.Database)...)
+	if srv.Password != "" {
+		stmts = append(stmts, unlockSQL(r.Owner, srv.Password))
+	}
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("set up database and owner: %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// Finish asks for a slow shutdown: full purge and change buffer merge, so
+// no clone starts with background work pending.
+func (e *Engine) Finish(ctx context.Context, srv *engine.Server, r *recipe.Recipe) error {
+	db, err := open(ctx, srv, "root", "")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// Clones get their own password; the build's must not live on.
+	relock := fmt.Sprintf("ALTER USER %s@'127.0.0.1' IDENTIFIED BY '' ACCOUNT LOCK", quoteIdent(r.Owner))
+	for _, q := range []string{relock, "SET GLOBAL innodb_fast_shutdown = 0"} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("finish golden: %w", err)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) Conn(srv *engine.Server) engine.Conn {
+	sock := socketPath(srv.SocketDir)
+	u := url.URL{Scheme: "mysql", Host: fmt.Sprintf("127.0.0.1:%d", srv.Port), Path: "/" + srv.Database}
+	goDSN := fmt.Sprintf("%s@tcp(127.0.0.1:%d)/%s", srv.User, srv.Port, srv.Database)
+	if srv.Password != "" {
+		u.User = url.UserPassword(srv.User, srv.Password)
+		goDSN = fmt.Sprintf("%s:%s@tcp(127.0.0.1:%d)/%s", srv.User, srv.Password, srv.Port, srv.Database)
+	} else {
+		u.User = url.User(srv.User)
+	}
+	env := map[string]string{
+		"DATABASE_URL":    u.String(),
+		"MYSQL_HOST":      "127.0.0.1",
+		"MYSQL_PORT":      fmt.Sprint(srv.Port),
+		"MYSQL_TCP_PORT":  fmt.Sprint(srv.Port), // what the mysql client itself reads
+		"MYSQL_USER":      srv.User,
+		"MYSQL_DATABASE":  srv.Database,
+		"MYSQL_UNIX_PORT": sock,
+		"MYSQL_GO_DSN":    goDSN,
+	}
+	if srv.Password != "" {
+		env["MYSQL_PWD"] = srv.Password
+	}
+	socketURL := fmt.Sprintf("mysql://%s@localhost/%s?socket=%s", srv.User, srv.Database, url.QueryEscape(sock))
+	c := engine.Conn{URL: u.String(), SocketURL: socketURL, Env: env}
+	if !srv.Listen {
+		// A build server listens on its socket only.
+		c.URL = socketURL
+		env["DATABASE_URL"], env["MYSQL_HOST"] = socketURL, "localhost"
+		env["MYSQL_GO_DSN"] = fmt.Sprintf("%s@unix(%s)/%s", srv.User, sock, srv.Database)
+		delete(env, "MYSQL_PORT")
+		delete(env, "MYSQL_TCP_PORT")
+	}
+	return c
+}
+
+func socketPath(dir string) string { return filepath.Join(dir, "mysqld.sock") }

@@ -1,0 +1,202 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/dbfork/dbfork/internal/engine"
+)
+
+func init() {
+	// The driver logs to stderr on broken connections during start-up
+	// polling; the errors are handled here.
+	_ = gomysql.SetLogger(nopLogger{})
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Print(...any) {}
+
+// Start runs the server directly (its PID is what we record). On a port
+// collision it retries with another port.
+func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (*engine.Server, error) {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port := spec.Port
+		if port == 0 {
+			var err error
+			if port, err = engine.FreePort(); err != nil {
+				return nil, err
+			}
+		}
+		srv, err := e.startOnce(ctx, spec, port)
+		if err == nil || spec.Port != 0 || !portTaken(spec.LogFile) {
+			return srv, err
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func (e *Engine) argv(spec engine.StartSpec, port int) []string {
+	test := spec.Profile == engine.ProfileTest
+	argv := []string{e.Bin.Server, "--no-defaults",
+		"--datadir=" + spec.DataDir,
+		"--socket=" + socketPath(spec.SocketDir),
+		"--pid-file=" + e.PIDFile(spec.DataDir),
+		fmt.Sprintf("--port=%d", port),
+	}
+	if spec.Listen {
+		argv = append(argv, "--bind-address=127.0.0.1")
+	} else {
+		argv = append(argv, "--skip-networking")
+	}
+	argv = append(argv, innodbLayout(e.Bin.Info)...)
+	argv = append(argv, profileArgs(e.Bin.Info, test)...)
+	keys := make([]string, 0, len(spec.Settings))
+	for k := range spec.Settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		argv = append(argv, "--"+strings.ReplaceAll(k, "_", "-")+"="+spec.Settings[k])
+	}
+	return argv
+}
+
+func (e *Engine) startOnce(ctx context.Context, spec engine.StartSpec, port int) (*engine.Server, error) {
+	if fi, err := os.Stat(spec.LogFile); err == nil && fi.Size() > 0 {
+		_ = os.Truncate(spec.LogFile, 0)
+	}
+	srv, err := engine.Launch(e.argv(spec, port), engine.BaseEnv(), spec.User, spec.LogFile)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", e.Name(), err)
+	}
+	srv.Engine, srv.Port, srv.SocketDir = e.Name(), port, spec.SocketDir
+	srv.Database, srv.User, srv.DataDir = spec.Database, spec.Owner, spec.DataDir
+	srv.Listen = spec.Listen
+	if spec.OnLaunch != nil {
+		if err := spec.OnLaunch(srv); err != nil {
+			return srv, err
+		}
+	}
+	timeout := spec.Timeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	if err := e.waitReady(ctx, srv, timeout); err != nil {
+		return srv, err
+	}
+	db, err := open(ctx, srv, "root", "")
+	if err != nil {
+		return srv, err
+	}
+	defer db.Close()
+	stmts := afterStartSQL(e.Bin.Info, spec.Profile == engine.ProfileTest)
+	if spec.Password != "" {
+		// A fresh build server has no owner yet: Setup creates it with
+		// this password.
+		var n int
+		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM mysql.user WHERE User = ? AND Host = '127.0.0.1'", spec.Owner).Scan(&n)
+		if err != nil {
+			return srv, fmt.Errorf("look up owner: %w", err)
+		}
+		if n > 0 {
+			stmts = append(stmts, unlockSQL(spec.Owner, spec.Password))
+		}
+		srv.Password = spec.Password
+	}
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return srv, fmt.Errorf("prepare instance: %w", err)
+		}
+	}
+	return srv, nil
+}
+
+// open connects over the unix socket.
+func open(ctx context.Context, srv *engine.Server, user, db string) (*sql.DB, error) {
+	cfg := gomysql.NewConfig()
+	cfg.User, cfg.Net, cfg.Addr, cfg.DBName = user, "unix", socketPath(srv.SocketDir), db
+	cfg.Timeout = 5 * time.Second
+	cfg.AllowNativePasswords = true
+	conn, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := sql.OpenDB(conn)
+	d.SetMaxOpenConns(1)
+	return d, nil
+}
+
+func (e *Engine) waitReady(ctx context.Context, srv *engine.Server, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	delay := 5 * time.Millisecond
+	var lastErr error
+	for {
+		if srv.Exited() {
+			return fmt.Errorf("%s exited during start; server log %s ends with:\n%s", e.Name(), srv.LogFile, engine.LogTail(srv.LogFile, 20))
+		}
+		if _, err := os.Stat(socketPath(srv.SocketDir)); err == nil {
+			db, err := open(ctx, srv, "root", "")
+			if err == nil {
+				var one int
+				err = db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+				db.Close()
+				if err == nil {
+					return nil
+				}
+			}
+			lastErr = err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s not ready after %s (%v); server log %s ends with:\n%s", e.Name(), timeout, lastErr, srv.LogFile, engine.LogTail(srv.LogFile, 20))
+		case <-t.C:
+		}
+		if delay < 50*time.Millisecond {
+			delay = delay * 3 / 2
+		}
+	}
+}
+
+func portTaken(logFile string) bool {
+	data, _ := os.ReadFile(logFile)
+	s := string(data)
+	return strings.Contains(s, "Address already in use") || strings.Contains(s, "Do you already have another")
+}
+
+// Stop shuts the server down with SIGTERM (clean: InnoDB shuts down as
+// innodb_fast_shutdown says). A clone about to be thrown away gets the
+// same signal with a shorter grace before SIGKILL.
+func (e *Engine) Stop(ctx context.Context, srv *engine.Server, clean bool) error {
+	return engine.StopRecorded(ctx, srv, clean)
+}
+
+// CheckCleanShutdown reads the server log: a clean stop ends with
+// "Shutdown complete".
+func (e *Engine) CheckCleanShutdown(ctx context.Context, dataDir string, logFile string) error {
+	data, err := os.ReadFile(logFile)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(data), "Shutdown complete") {
+		return errors.New("server log does not end with a clean shutdown:\n" + engine.LogTail(logFile, 10))
+	}
+	// Files the server must not leave in a golden.
+	for _, f := range []string{"ib_buffer_pool", "dbfork-server.pid", "ibtmp1"} {
+		_ = os.Remove(dataDir + "/" + f)
+	}
+	return nil
+}
