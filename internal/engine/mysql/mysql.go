@@ -12,6 +12,7 @@ import (
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
 )
 
 // Engine is a located MariaDB or MySQL installation.
@@ -51,7 +52,13 @@ func (e *Engine) Init(ctx context.Context, spec engine.InitSpec) error {
 	if e.Bin.Info.Flavor == MySQL {
 		tool = e.Bin.Server
 	}
-	cmd := exec.CommandContext(ctx, tool, initArgs(e.Bin.Info, spec.DataDir)...)
+	// A private tmpdir: concurrent bootstraps sharing /tmp collide on the
+	// names of their internal temporary tables.
+	tmp, err := privateTmp(filepath.Dir(spec.DataDir), spec.User)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, tool, append(initArgs(e.Bin.Info, spec.DataDir), "--tmpdir="+tmp)...)
 	cmd.Env = engine.BaseEnv()
 	cmd.Dir = filepath.Dir(spec.DataDir)
 	cmd.SysProcAttr = engine.RunAs(spec.User)
@@ -60,7 +67,7 @@ func (e *Engine) Init(ctx context.Context, spec engine.InitSpec) error {
 		_ = os.WriteFile(spec.LogFile, out, 0o640)
 	}
 	if err != nil {
-		return fmt.Errorf("%s failed: %v\n%s", filepath.Base(tool), err, engine.Tail(string(out), 15))
+		return fmt.Errorf("%s failed: %v\n%s", filepath.Base(tool), err, errorLines(string(out), 8))
 	}
 	return nil
 }
@@ -154,3 +161,30 @@ func (e *Engine) Conn(srv *engine.Server) engine.Conn {
 }
 
 func socketPath(dir string) string { return filepath.Join(dir, "mysqld.sock") }
+
+// errorLines picks the lines of a tool's output that say what went wrong
+// (install-db buries them above a page of generic advice).
+func errorLines(out string, n int) string {
+	var picked []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "ERROR") || strings.Contains(l, "[Error]") || strings.Contains(l, "FATAL") {
+			picked = append(picked, l)
+		}
+	}
+	if len(picked) == 0 {
+		return engine.Tail(out, n)
+	}
+	if len(picked) > n {
+		picked = picked[:n]
+	}
+	return strings.Join(picked, "\n")
+}
+
+// privateTmp makes dir/tmp for a server's temporary files, owned by u.
+func privateTmp(dir string, u store.User) (string, error) {
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return "", err
+	}
+	return tmp, u.Chown(tmp)
+}

@@ -76,7 +76,15 @@ func (e *Engine) startOnce(ctx context.Context, spec engine.StartSpec, port int)
 	if fi, err := os.Stat(spec.LogFile); err == nil && fi.Size() > 0 {
 		_ = os.Truncate(spec.LogFile, 0)
 	}
-	srv, err := engine.Launch(e.argv(spec, port), engine.BaseEnv(), spec.User, spec.LogFile)
+	argv := e.argv(spec, port)
+	if spec.RunDir != "" {
+		tmp, err := privateTmp(spec.RunDir, spec.User)
+		if err != nil {
+			return nil, err
+		}
+		argv = append(argv, "--tmpdir="+tmp)
+	}
+	srv, err := engine.Launch(argv, engine.BaseEnv(), spec.User, spec.LogFile)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", e.Name(), err)
 	}
