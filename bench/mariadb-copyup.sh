@@ -34,7 +34,7 @@ for layout in default dbfork; do
   (cd / && as mariadb-install-db --no-defaults --datadir="$G/golden" --auth-root-authentication-method=normal --skip-test-db ${INIT[$layout]} >/dev/null)
   start "$G/golden" "$G/sock" ${START[$layout]} >/dev/null
   for t in $(seq 1 "$TABLES"); do
-    mariadb --no-defaults --socket="$G/sock/sock" -uroot -e "CREATE DATABASE IF NOT EXISTS sb; CREATE TABLE sb.sbtest$t (id int AUTO_INCREMENT PRIMARY KEY, k int NOT NULL, c char(120) NOT NULL, pad char(60) NOT NULL, KEY k_$t (k)); INSERT INTO sb.sbtest$t (k, c, pad) SELECT seq % 10000, REPEAT('c', 119), REPEAT('p', 59) FROM seq_1_to_$ROWS;"
+    mariadb --no-defaults --socket="$G/sock/sock" -uroot -e "CREATE DATABASE IF NOT EXISTS sb; USE sb; CREATE TABLE sb.sbtest$t (id int AUTO_INCREMENT PRIMARY KEY, k int NOT NULL, c char(120) NOT NULL, pad char(60) NOT NULL, KEY k_$t (k)); INSERT INTO sb.sbtest$t (k, c, pad) SELECT seq % 10000, REPEAT('c', 119), REPEAT('p', 59) FROM seq_1_to_$ROWS;"
   done
   mariadb --no-defaults --socket="$G/sock/sock" -uroot -e "SET GLOBAL innodb_fast_shutdown = 0"
   stop "$G/sock"
