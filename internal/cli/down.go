@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/instance"
 )
@@ -44,6 +45,15 @@ func newDownCmd(g *globals) *cobra.Command {
 			var failed error
 			for _, id := range ids {
 				err := instance.Down(cmd.Context(), s, id)
+				if errors.Is(err, errs.ErrConflict) && !all {
+					// Held by the store's daemon? Then it is a lease or a
+					// pooled instance: end it there.
+					if c, cerr := api.Dial(cmd.Context(), api.SocketPath(s.Root)); cerr == nil {
+						if rerr := c.Release(cmd.Context(), id); rerr == nil {
+							err = nil
+						}
+					}
+				}
 				if all && errors.Is(err, errs.ErrConflict) {
 					fmt.Fprintf(g.stderr, "dbfork: skipped %s: in use by another dbfork process\n", id)
 					continue

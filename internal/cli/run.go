@@ -33,23 +33,22 @@ func newRunCmd(g *globals) *cobra.Command {
 			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer signal.Stop(sigs)
 
-			s, in, err := startInstance(cmd.Context(), g, f)
+			l, err := obtain(cmd.Context(), g, f)
 			if err != nil {
 				return err
 			}
 			defer func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				if err := in.Destroy(ctx, s); err != nil {
-					g.log.Error("remove instance", "id", in.State.ID, "err", err)
+				if err := l.done(ctx); err != nil {
+					g.log.Error("remove instance", "id", l.id, "err", err)
 				}
 			}()
 			faults.At("run:ready")
 			child := exec.Command(args[0], args[1:]...)
 			child.Stdin, child.Stdout, child.Stderr = os.Stdin, g.stdout, g.stderr
 			child.Env = os.Environ()
-			child.Env = append(child.Env, "DBFORK_INSTANCE="+in.State.ID)
-			for k, v := range in.State.Conn.Env {
+			for k, v := range l.env {
 				child.Env = append(child.Env, k+"="+v)
 			}
 			if err := child.Start(); err != nil {

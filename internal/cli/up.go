@@ -2,28 +2,105 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/progress"
+	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
 type upFlags struct {
-	file    string
-	backend string
+	file     string
+	backend  string
+	noDaemon bool
 }
 
 func (f *upFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "recipe file (default ./dbfork.toml)")
 	cmd.Flags().StringVar(&f.backend, "backend", "auto", "clone backend: auto, btrfs, reflink, overlay or copy")
+	cmd.Flags().BoolVar(&f.noDaemon, "no-daemon", false, "do not use a running `dbfork serve`; clone and start here")
+}
+
+// leased is an instance obtained either from a running `dbfork serve`
+// (a warm one, in milliseconds) or made by this process.
+type leased struct {
+	s      *store.Store
+	id     string
+	env    map[string]string
+	local  *instance.Instance // nil: leased from the daemon
+	client *api.Client
+}
+
+// obtain gets an instance for `run`/`up`: from the store's daemon when
+// one answers, else by building and cloning here.
+func obtain(ctx context.Context, g *globals, f upFlags) (*leased, error) {
+	if !f.noDaemon {
+		s, err := g.openStore()
+		if err != nil {
+			return nil, err
+		}
+		c, err := api.Dial(ctx, api.SocketPath(s.Root))
+		if err == nil {
+			file := f.file
+			if file == "" {
+				file = recipe.DefaultFile
+			}
+			abs, err := filepath.Abs(file)
+			if err != nil {
+				return nil, err
+			}
+			l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: abs, Backend: f.backend})
+			if err != nil {
+				return nil, err
+			}
+			g.log.Info("leased from dbfork serve", "id", l.ID, "acquire_ms", l.AcquireMs)
+			return &leased{s: s, id: l.ID, env: l.Env, client: c}, nil
+		}
+		if !errors.Is(err, api.ErrNoDaemon) {
+			g.log.Warn("ignoring dbfork serve", "err", err)
+		}
+	}
+	s, in, err := startInstance(ctx, g, f)
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{"DBFORK_INSTANCE": in.State.ID}
+	for k, v := range in.State.Conn.Env {
+		env[k] = v
+	}
+	return &leased{s: s, id: in.State.ID, env: env, local: in}, nil
+}
+
+// done stops and removes the instance (the daemon does it in the
+// background for leases).
+func (l *leased) done(ctx context.Context) error {
+	if l.local != nil {
+		return l.local.Destroy(ctx, l.s)
+	}
+	return l.client.Release(ctx, l.id)
+}
+
+// keep hands the instance over to the user: it runs until `dbfork down`.
+func (l *leased) keep(ctx context.Context) error {
+	if l.local != nil {
+		if err := l.local.Detach(); err != nil {
+			return err
+		}
+		l.local.Release()
+		return nil
+	}
+	_, err := l.client.Keep(ctx, l.id)
+	return err
 }
 
 // startInstance builds (or reuses) the recipe's golden and starts an
@@ -62,29 +139,36 @@ func newUpCmd(g *globals) *cobra.Command {
 		Short: "Clone the golden, start a server on it, print its id, DSN and environment; it runs until `dbfork down`",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, in, err := startInstance(cmd.Context(), g, f)
+			ctx := cmd.Context()
+			l, err := obtain(ctx, g, f)
 			if err != nil {
 				return err
 			}
-			// Detached only once the user has the id: an `up` killed before
-			// printing leaves a leftover that gc removes.
-			st := in.State
-			st.Detached = true
+			// Kept only once the user has the id: an `up` killed before
+			// printing leaves a leftover that gc (or the daemon) removes.
+			var st *instance.State
+			if l.local != nil {
+				st = l.local.State
+			} else if st, err = instance.Load(l.s, l.id); err != nil {
+				_ = l.done(context.Background())
+				return err
+			}
+			v := st.Public()
+			v.Detached = true
 			if asJSON {
-				err = printJSON(g.stdout, st.Public())
+				err = printJSON(g.stdout, v)
 			} else {
 				fmt.Fprintf(g.stdout, "# dbfork instance %s: %s on %s clone (%s), ready in %.0f ms; stop it with `dbfork down %s`\n",
-					st.ID, st.Engine, st.Backend, st.BackendWhy, st.ReadyMs, st.ID)
-				writeEnv(g.stdout, st.ID, st.Conn, export)
+					v.ID, v.Engine, v.Backend, v.BackendWhy, v.ReadyMs, v.ID)
+				writeEnv(g.stdout, l.env, export)
 			}
 			if err == nil {
-				err = in.Detach()
+				err = l.keep(ctx)
 			}
 			if err != nil {
-				_ = in.Destroy(context.Background(), s)
+				_ = l.done(context.Background())
 				return err
 			}
-			in.Release()
 			return nil
 		},
 	}
@@ -94,14 +178,10 @@ func newUpCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func writeEnv(w io.Writer, id string, c *engine.Conn, export bool) {
+func writeEnv(w io.Writer, env map[string]string, export bool) {
 	prefix := ""
 	if export {
 		prefix = "export "
-	}
-	env := map[string]string{"DBFORK_INSTANCE": id}
-	for k, v := range c.Env {
-		env[k] = v
 	}
 	keys := make([]string, 0, len(env))
 	for k := range env {

@@ -14,6 +14,7 @@ var (
 	ErrUnsupported = errors.New("unsupported")
 	ErrConflict    = errors.New("conflict")
 	ErrMissingTool = errors.New("missing tool")
+	ErrBusy        = errors.New("busy")
 )
 
 // kindError attaches a kind to a message without putting the kind's own
@@ -63,6 +64,12 @@ func Conflict(format string, a ...any) error {
 	return &kindError{kind: ErrConflict, msg: fmt.Sprintf(format, a...)}
 }
 
+// Busy reports a resource that did not become free in time (a pool whose
+// instances are all leased); trying again later may succeed.
+func Busy(format string, a ...any) error {
+	return &kindError{kind: ErrBusy, msg: fmt.Sprintf(format, a...)}
+}
+
 // Exit codes, stable so scripts can branch on them.
 const (
 	ExitFailure     = 1
@@ -70,6 +77,7 @@ const (
 	ExitNotFound    = 3
 	ExitUnsupported = 4
 	ExitConflict    = 5
+	ExitBusy        = 6
 )
 
 // ExitCode maps an error to the process exit status.
@@ -85,6 +93,47 @@ func ExitCode(err error) int {
 		return ExitUnsupported
 	case errors.Is(err, ErrConflict):
 		return ExitConflict
+	case errors.Is(err, ErrBusy):
+		return ExitBusy
 	}
 	return ExitFailure
+}
+
+// kinds names each kind on the wire (API error bodies) with its HTTP
+// status. This table and ExitCode are the only places kinds become
+// numbers.
+var kinds = []struct {
+	kind   error
+	name   string
+	status int
+}{
+	{ErrInvalid, "invalid", 400},
+	{ErrNotFound, "not_found", 404},
+	{ErrConflict, "conflict", 409},
+	{ErrUnsupported, "unsupported", 501},
+	{ErrMissingTool, "missing_tool", 501},
+	{ErrBusy, "busy", 503},
+}
+
+// HTTP maps an error to the API's status code and kind name: 400 bad
+// request, 404 unknown golden/lease, 409 held by someone else, 501 not
+// possible on this machine, 503 no instance free in time, 500 the rest.
+func HTTP(err error) (status int, kind string) {
+	for _, k := range kinds {
+		if errors.Is(err, k.kind) {
+			return k.status, k.name
+		}
+	}
+	return 500, "internal"
+}
+
+// FromWire rebuilds an error of the named kind from an API error body, so
+// a client exits with the same code as if it had done the work itself.
+func FromWire(kind, msg string) error {
+	for _, k := range kinds {
+		if k.name == kind {
+			return &kindError{kind: k.kind, msg: msg}
+		}
+	}
+	return errors.New(msg)
 }

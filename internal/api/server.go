@@ -1,0 +1,201 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/errs"
+)
+
+// MaxBody is the largest request body accepted.
+const MaxBody = 64 << 10
+
+type peerKey struct{}
+
+// Server serves a Service over HTTP.
+type Server struct {
+	svc   Service
+	log   *slog.Logger
+	token string // required on TCP connections
+	http  *http.Server
+}
+
+// NewServer wraps svc. token guards TCP listeners (unix-socket callers are
+// trusted by the socket's mode instead).
+func NewServer(svc Service, token string, log *slog.Logger) *Server {
+	s := &Server{svc: svc, log: log, token: token}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", s.health)
+	mux.HandleFunc("POST /v1/goldens", s.golden)
+	mux.HandleFunc("POST /v1/leases", s.acquire)
+	mux.HandleFunc("GET /v1/leases", s.leases)
+	mux.HandleFunc("DELETE /v1/leases/{id}", s.release)
+	mux.HandleFunc("POST /v1/leases/{id}/keep", s.keep)
+	mux.HandleFunc("GET /v1/pools", s.pools)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, errs.NotFound("no API call %s %s (see docs/api.md)", r.Method, r.URL.Path))
+	})
+	s.http = &http.Server{
+		Handler:           s.guard(mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext:       connContext,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return s
+}
+
+// Serve accepts connections on l until Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	err := s.http.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting and waits for running calls until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+// connContext records who is at the other end of a unix socket.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return context.WithValue(ctx, peerKey{}, Peer{})
+	}
+	p := Peer{Unix: true, PID: -1, UID: -1}
+	if raw, err := uc.SyscallConn(); err == nil {
+		_ = raw.Control(func(fd uintptr) {
+			if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+				p.PID, p.UID = int(cred.Pid), int(cred.Uid)
+			}
+		})
+	}
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+func peerOf(r *http.Request) Peer {
+	p, _ := r.Context().Value(peerKey{}).(Peer)
+	return p
+}
+
+// guard checks the token on TCP connections and caps body sizes.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !peerOf(r).Unix {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || s.token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "missing or wrong token: send `Authorization: Bearer <token>` with the token from STORE/" + TokenName, Kind: "unauthorized"})
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// decode reads a JSON body strictly: unknown fields, trailing data and
+// oversized bodies are the caller's mistakes.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return errs.Invalid("request body over %d bytes", MaxBody)
+		case errors.Is(err, io.EOF):
+			return errs.Invalid("empty request body: send a JSON object")
+		}
+		return errs.Invalid("malformed JSON request: %v", err)
+	}
+	if dec.More() {
+		return errs.Invalid("malformed JSON request: data after the object")
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// fail answers with the error's status (errs.HTTP is the one mapping).
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, kind := errs.HTTP(err)
+	if status == 500 && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		status, kind = 503, "busy"
+	}
+	s.log.Debug("api error", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	writeJSON(w, status, ErrorBody{Error: err.Error(), Kind: kind})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, s.svc.Health())
+}
+
+func (s *Server) golden(w http.ResponseWriter, r *http.Request) {
+	var req GoldenRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	g, err := s.svc.EnsureGolden(r.Context(), req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, g)
+}
+
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
+	var req AcquireRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	l, err := s.svc.Acquire(r.Context(), req, peerOf(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 201, l)
+}
+
+func (s *Server) leases(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, map[string]any{"leases": s.svc.Leases()})
+}
+
+func (s *Server) pools(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, map[string]any{"pools": s.svc.Pools()})
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.Release(r.PathValue("id")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) keep(w http.ResponseWriter, r *http.Request) {
+	l, err := s.svc.Keep(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, l)
+}

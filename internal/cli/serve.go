@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/daemon"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/faults"
+	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/lockfile"
+)
+
+func newServeCmd(g *globals) *cobra.Command {
+	var tcp, backendName string
+	var recipes []string
+	cmd := &cobra.Command{
+		Use:   "serve [-f dbfork.toml]... [--tcp 127.0.0.1:PORT]",
+		Short: "Keep warm pools of instances and lease them over a local HTTP/JSON API (STORE/dbfork.sock)",
+		Long: `serve runs until SIGINT/SIGTERM, then stops and removes every instance it
+made. The API listens on the unix socket STORE/dbfork.sock (mode 0600,
+owned by the invoking user, also under sudo); with --tcp also on a loopback
+port, where every call needs the bearer token written to STORE/api-token.
+-f warms the pool of a recipe at start. See docs/api.md.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return serve(cmd.Context(), g, recipes, backendName, tcp)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&recipes, "file", "f", nil, "recipe whose pool to warm at start (repeatable)")
+	cmd.Flags().StringVar(&backendName, "backend", "auto", "clone backend of the pools warmed with -f")
+	cmd.Flags().StringVar(&tcp, "tcp", "", "also listen on this loopback address (e.g. 127.0.0.1:7420), token required")
+	return cmd
+}
+
+func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp string) error {
+	var tcpAddr *net.TCPAddr
+	if tcp != "" {
+		a, err := net.ResolveTCPAddr("tcp", tcp)
+		if err != nil || a.IP == nil || !a.IP.IsLoopback() {
+			return errs.Invalid("--tcp %q: give a loopback address such as 127.0.0.1:7420 (the API is never exposed beyond this machine)", tcp)
+		}
+		tcpAddr = a
+	}
+	for i, f := range recipes {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return err
+		}
+		recipes[i] = abs
+	}
+	s, err := g.openStore()
+	if err != nil {
+		return err
+	}
+	sock := api.SocketPath(s.Root)
+	if len(sock) > 107 {
+		return errs.Invalid("socket path %s is %d bytes, over the kernel's 107: use a shorter --store path", sock, len(sock))
+	}
+	lock, err := lockfile.TryLock(filepath.Join(s.LocksDir(), "serve.lock"))
+	if errors.Is(err, lockfile.ErrHeld) {
+		return errs.Conflict("a dbfork serve already runs for store %s (socket %s)", s.Root, sock)
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	_ = os.Remove(sock) // left by a daemon that was killed: we hold the lock now
+	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: openEngine})
+	closeDaemon := func() error {
+		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		return d.Close(cctx)
+	}
+	token := ""
+	if tcpAddr != nil {
+		token = newToken()
+	}
+	srv := api.NewServer(d, token, g.log)
+	old := syscall.Umask(0o177) // the socket is born 0600
+	ln, err := net.Listen("unix", sock)
+	syscall.Umask(old)
+	if err != nil {
+		_ = closeDaemon()
+		return fmt.Errorf("listen on %s: %w", sock, err)
+	}
+	defer os.Remove(sock)
+	if err := chownToInvoker(sock); err != nil {
+		_ = closeDaemon()
+		return err
+	}
+	listeners := []net.Listener{ln}
+	if tcpAddr != nil {
+		tokenFile := filepath.Join(s.Root, api.TokenName)
+		if err := fsutil.WriteFileAtomic(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+			_ = closeDaemon()
+			return err
+		}
+		defer os.Remove(tokenFile)
+		if err := chownToInvoker(tokenFile); err != nil {
+			_ = closeDaemon()
+			return err
+		}
+		tl, err := net.ListenTCP("tcp", tcpAddr)
+		if err != nil {
+			_ = closeDaemon()
+			return fmt.Errorf("listen on %s: %w (is the port taken?)", tcp, err)
+		}
+		listeners = append(listeners, tl)
+	}
+	serveErr := make(chan error, len(listeners))
+	for _, l := range listeners {
+		go func() { serveErr <- srv.Serve(l) }()
+	}
+	for _, f := range recipes {
+		id, err := d.Warm(ctx, f, backendName)
+		if err != nil {
+			_ = srv.Shutdown(context.Background())
+			cerr := closeDaemon()
+			if cerr != nil {
+				return fmt.Errorf("%w (shutdown: %v)", err, cerr)
+			}
+			return err
+		}
+		g.log.Info("warming pool", "recipe", f, "pool", id)
+	}
+	fmt.Fprintf(g.stderr, "dbfork serve: listening on %s", sock)
+	if tcpAddr != nil {
+		fmt.Fprintf(g.stderr, " and %s (token in %s)", tcpAddr, filepath.Join(s.Root, api.TokenName))
+	}
+	fmt.Fprintf(g.stderr, " (pid %d); stop with SIGTERM or Ctrl-C\n", os.Getpid())
+	faults.At("serve:listening")
+	var failed error
+	select {
+	case <-ctx.Done():
+	case failed = <-serveErr:
+	}
+	g.log.Info("shutting down: stopping every instance")
+	// Pools first, so calls waiting for an instance end at once; then the
+	// listeners, giving running calls a moment to answer.
+	cerr := closeDaemon()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = srv.Shutdown(sctx)
+	cancel()
+	if failed != nil {
+		return failed
+	}
+	return cerr
+}
+
+func newToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// chownToInvoker gives a file to the user who ran `sudo dbfork serve`, so
+// their test runs can reach the API without root.
+func chownToInvoker(path string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	uid, err1 := strconv.Atoi(os.Getenv("SUDO_UID"))
+	gid, err2 := strconv.Atoi(os.Getenv("SUDO_GID"))
+	if err1 != nil || err2 != nil || uid == 0 {
+		return nil
+	}
+	if err := os.Chown(path, uid, gid); err != nil {
+		return fmt.Errorf("give %s to the invoking user %d: %w", path, uid, err)
+	}
+	return nil
+}

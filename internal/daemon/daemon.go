@@ -1,0 +1,528 @@
+// Package daemon is what `dbfork serve` runs: one warm pool per golden
+// (and backend and settings), leases that die with their holder, and the
+// api.Service the HTTP API exposes.
+//
+// Every pooled instance is an ordinary instance (internal/instance) whose
+// lock the daemon holds, so `dbfork down` refuses it while it is pooled,
+// and after a kill -9 of the daemon `dbfork gc` reaps it like any other
+// leftover of a crashed process.
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/pool"
+	"github.com/dbfork/dbfork/internal/proc"
+	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// DefaultWait is how long an acquire waits for a free instance.
+const DefaultWait = 120 * time.Second
+
+// Options configure a daemon.
+type Options struct {
+	Store *store.Store
+	Log   *slog.Logger
+	// OpenEngine locates a recipe's server binaries.
+	OpenEngine func(ctx context.Context, r *recipe.Recipe) (engine.Engine, error)
+	// Backoff after a failed instance start (default 1 s, doubling).
+	Backoff time.Duration
+	// Watch is how often lease holders and TTLs are checked (default 100 ms).
+	Watch time.Duration
+}
+
+// Daemon implements api.Service.
+type Daemon struct {
+	o       Options
+	started time.Time
+
+	mu      sync.Mutex
+	engines map[string]engine.Engine
+	pools   map[string]*entry
+	leases  map[string]*lease
+	drained []*entry // retired pools taken out of pools, closing
+	closed  bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// entry is one pool and what its instances are made from.
+type entry struct {
+	id       string
+	recipe   string // absolute path of the recipe
+	backend  string
+	eng      engine.Engine
+	golden   *golden.Golden
+	settings map[string]string
+	pool     *pool.Pool[*instance.Instance]
+	retired  bool
+}
+
+type lease struct {
+	api.Lease
+	holder  proc.Identity // zero: none (TTL only)
+	expires time.Time     // zero: none
+	entry   *entry
+}
+
+// New starts a daemon (its lease watcher); Close stops it.
+func New(o Options) *Daemon {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = time.Second
+	}
+	if o.Watch <= 0 {
+		o.Watch = 100 * time.Millisecond
+	}
+	d := &Daemon{o: o, started: time.Now().UTC(), engines: map[string]engine.Engine{},
+		pools: map[string]*entry{}, leases: map[string]*lease{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go d.watch()
+	return d
+}
+
+// Health implements api.Service.
+func (d *Daemon) Health() api.Health {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return api.Health{Status: "ok", PID: os.Getpid(), Store: d.o.Store.Root, Started: d.started,
+		Pools: len(d.pools), Leases: len(d.leases)}
+}
+
+// loadRecipe reads the recipe a request names. Paths must be absolute: the
+// daemon's working directory means nothing to the caller.
+func loadRecipe(path string) (*recipe.Recipe, error) {
+	if path == "" {
+		return nil, errs.Invalid("request needs \"recipe\": the absolute path of a dbfork.toml")
+	}
+	if !filepath.IsAbs(path) {
+		return nil, errs.Invalid("recipe path %q is relative: send an absolute path", path)
+	}
+	return recipe.Load(path)
+}
+
+// engineFor returns the (cached) engine for a recipe.
+func (d *Daemon) engineFor(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
+	k := r.Engine + "\x00" + r.Bindir + "\x00" + r.Version
+	d.mu.Lock()
+	eng, ok := d.engines[k]
+	d.mu.Unlock()
+	if ok {
+		return eng, nil
+	}
+	eng, err := d.o.OpenEngine(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.engines[k] = eng
+	d.mu.Unlock()
+	return eng, nil
+}
+
+// golden builds or finds the recipe's golden.
+func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engine.Engine, *golden.Result, error) {
+	r, err := loadRecipe(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	eng, err := d.engineFor(ctx, r)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res, err := golden.Build(ctx, d.o.Store, eng, r, golden.Options{Log: d.o.Log})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return r, eng, res, nil
+}
+
+// EnsureGolden implements api.Service.
+func (d *Daemon) EnsureGolden(ctx context.Context, req api.GoldenRequest) (*api.Golden, error) {
+	t0 := time.Now()
+	_, _, res, err := d.golden(ctx, req.Recipe)
+	if err != nil {
+		return nil, err
+	}
+	m := res.Golden.Manifest
+	return &api.Golden{Key: res.Golden.Key, Engine: m.Engine, Version: m.EngineVersion, Built: res.Built,
+		Waited: res.Waited, Ms: msSince(t0)}, nil
+}
+
+// Acquire implements api.Service.
+func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.Peer) (*api.Lease, error) {
+	t0 := time.Now()
+	if req.TTLSeconds < 0 || req.WaitSeconds < 0 || req.PID < 0 {
+		return nil, errs.Invalid("ttl_seconds, wait_seconds and pid must not be negative")
+	}
+	if req.Backend == "" {
+		req.Backend = "auto"
+	}
+	if req.Backend != "auto" && !contains(backend.Names, req.Backend) {
+		return nil, errs.Invalid("unknown backend %q (use auto, %s)", req.Backend, strings.Join(backend.Names, ", "))
+	}
+	var holder proc.Identity
+	if pid := req.PID; pid > 0 || peer.PID > 0 {
+		if pid == 0 {
+			pid = peer.PID
+		}
+		id, err := proc.Of(pid)
+		if err != nil {
+			return nil, errs.Invalid("lease holder pid %d is not a running process", pid)
+		}
+		holder = id
+	} else if req.TTLSeconds == 0 {
+		return nil, errs.Invalid("a lease needs an end: call over the unix socket, or send \"pid\" (the holder process) or \"ttl_seconds\"")
+	}
+	r, eng, res, err := d.golden(ctx, req.Recipe)
+	if err != nil {
+		return nil, err
+	}
+	cfg := pool.Config{Min: r.Pool.Min, Max: r.Pool.Max, Backoff: d.o.Backoff}
+	if req.Min != nil {
+		cfg.Min = *req.Min
+	}
+	if req.Max != nil {
+		cfg.Max = *req.Max
+	}
+	if cfg.Min < 0 || cfg.Max < 1 || cfg.Min > cfg.Max || cfg.Max > 256 {
+		return nil, errs.Invalid("pool needs 0 <= min <= max and 1 <= max <= 256 (got min=%d max=%d)", cfg.Min, cfg.Max)
+	}
+	e, err := d.entryFor(r, eng, res.Golden, req.Backend, cfg)
+	if err != nil {
+		return nil, err
+	}
+	wait := DefaultWait
+	if req.WaitSeconds > 0 {
+		wait = time.Duration(req.WaitSeconds * float64(time.Second))
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		in, err := e.pool.Acquire(wctx)
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			st := e.pool.Stats()
+			return nil, errs.Busy("no instance of golden %s became free within %s (pool: %d leased, %d warming, max %d); release leases, raise max, or wait longer (wait_seconds)%s",
+				short(e.golden.Key), wait, st.Leased, st.Warming, st.Max, lastErr(st))
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ctx.Err() != nil { // the caller left while we waited
+			_ = e.pool.Release(in.State.ID)
+			return nil, ctx.Err()
+		}
+		if !in.State.Alive() {
+			d.o.Log.Warn("pooled server died before its lease; discarding it", "id", in.State.ID)
+			_ = e.pool.Release(in.State.ID)
+			continue
+		}
+		return d.lease(e, in, holder, req.TTLSeconds, t0), nil
+	}
+}
+
+func lastErr(st pool.Stats) string {
+	if st.LastError == "" {
+		return ""
+	}
+	return "; last start failure: " + st.LastError
+}
+
+func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, ttl float64, t0 time.Time) *api.Lease {
+	st := in.State
+	l := &lease{holder: holder, entry: e}
+	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend,
+		HolderPID: holder.PID, Leased: time.Now().UTC(), ReadyMs: st.ReadyMs, Pool: e.id, InstanceDir: st.Dir,
+		Env: map[string]string{"DBFORK_INSTANCE": st.ID}}
+	if st.Conn != nil {
+		l.DSN, l.SocketDSN = st.Conn.URL, st.Conn.SocketURL
+		for k, v := range st.Conn.Env {
+			l.Env[k] = v
+		}
+	}
+	if ttl > 0 {
+		l.expires = time.Now().Add(time.Duration(ttl * float64(time.Second)))
+		exp := l.expires.UTC()
+		l.ExpiresAt = &exp
+	}
+	l.AcquireMs = msSince(t0)
+	d.mu.Lock()
+	d.leases[st.ID] = l
+	d.mu.Unlock()
+	d.o.Log.Info("leased", "id", st.ID, "pool", e.id, "holder", holder.PID, "ms", l.AcquireMs)
+	out := l.Lease
+	return &out
+}
+
+// entryFor finds or makes the pool for a golden, backend and settings, and
+// retires pools the same recipe filled with an older golden.
+func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden, backendName string, cfg pool.Config) (*entry, error) {
+	id := poolID(g.Key, backendName, r.Settings)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, pool.ErrClosed
+	}
+	if e, ok := d.pools[id]; ok {
+		e.retired = false
+		if st := e.pool.Stats(); st.Min != cfg.Min || st.Max != cfg.Max {
+			if err := e.pool.Resize(cfg); err != nil {
+				return nil, err
+			}
+		}
+		return e, nil
+	}
+	for _, old := range d.pools {
+		if old.recipe == r.Path && old.backend == backendName && !old.retired {
+			old.retired = true
+			st := old.pool.Stats()
+			_ = old.pool.Resize(pool.Config{Min: 0, Max: st.Max, Backoff: d.o.Backoff})
+			d.o.Log.Info("recipe changed; draining the old pool", "pool", old.id, "golden", short(old.golden.Key))
+		}
+	}
+	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings}
+	p, err := pool.New(cfg, pool.Factory[*instance.Instance]{
+		Create: func(ctx context.Context) (*instance.Instance, error) {
+			return instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings})
+		},
+		Destroy: func(ctx context.Context, in *instance.Instance) error {
+			return in.Destroy(ctx, d.o.Store)
+		},
+		ID: func(in *instance.Instance) string { return in.State.ID },
+		OnError: func(op string, err error) {
+			d.o.Log.Error("pool "+op+" failed", "pool", e.id, "err", err)
+		},
+	})
+	if err != nil {
+		return nil, errs.Invalid("%v", err)
+	}
+	e.pool = p
+	d.pools[id] = e
+	d.o.Log.Info("new pool", "pool", id, "golden", short(g.Key), "backend", backendName, "min", cfg.Min, "max", cfg.Max)
+	return e, nil
+}
+
+// poolID names a pool: same golden, backend and settings share one.
+func poolID(key, backendName string, settings map[string]string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", key, backendName)
+	ks := make([]string, 0, len(settings))
+	for k := range settings {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	for _, k := range ks {
+		fmt.Fprintf(h, "%s=%s\x00", k, settings[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// take removes a lease from the table.
+func (d *Daemon) take(id string) (*lease, error) {
+	if !validID(id) {
+		return nil, errs.Invalid("lease id %q is not an instance id (8 hex digits)", id)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, ok := d.leases[id]
+	if !ok {
+		return nil, errs.NotFound("no lease %s (already released, reclaimed, or never leased here)", id)
+	}
+	delete(d.leases, id)
+	return l, nil
+}
+
+// Release implements api.Service.
+func (d *Daemon) Release(id string) error {
+	l, err := d.take(id)
+	if err != nil {
+		return err
+	}
+	d.o.Log.Info("released", "id", id)
+	if err := l.entry.pool.Release(id); err != nil && !errors.Is(err, pool.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// Keep implements api.Service: the instance leaves the pool and lives on
+// until `dbfork down`, like one made by `dbfork up`.
+func (d *Daemon) Keep(id string) (*api.Lease, error) {
+	l, err := d.take(id)
+	if err != nil {
+		return nil, err
+	}
+	in, err := l.entry.pool.Forget(id)
+	if err != nil {
+		return nil, errs.NotFound("lease %s: %v", id, err)
+	}
+	if err := in.Detach(); err != nil {
+		_ = in.Destroy(context.Background(), d.o.Store)
+		return nil, fmt.Errorf("keep instance %s: %w", id, err)
+	}
+	in.Release()
+	d.o.Log.Info("kept", "id", id)
+	out := l.Lease
+	out.Kept, out.HolderPID, out.ExpiresAt = true, 0, nil
+	return &out, nil
+}
+
+// Leases implements api.Service.
+func (d *Daemon) Leases() []api.Lease {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]api.Lease, 0, len(d.leases))
+	for _, l := range d.leases {
+		out = append(out, l.Lease)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Leased.Before(out[j].Leased) })
+	return out
+}
+
+// Pools implements api.Service.
+func (d *Daemon) Pools() []api.PoolInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]api.PoolInfo, 0, len(d.pools))
+	for _, e := range d.pools {
+		out = append(out, api.PoolInfo{ID: e.id, Recipe: e.recipe, Golden: e.golden.Key, Engine: e.eng.Name(),
+			Backend: e.backend, Retired: e.retired, Stats: e.pool.Stats()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// watch reclaims leases whose holder exited or whose TTL passed, and
+// closes drained retired pools.
+func (d *Daemon) watch() {
+	defer close(d.done)
+	t := time.NewTicker(d.o.Watch)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var dead []string
+		var drained []*entry
+		d.mu.Lock()
+		for id, l := range d.leases {
+			if (l.holder.PID > 0 && !l.holder.Alive()) || (!l.expires.IsZero() && now.After(l.expires)) {
+				dead = append(dead, id)
+			}
+		}
+		for id, e := range d.pools {
+			if st := e.pool.Stats(); e.retired && st.Leased == 0 && st.Warming == 0 && st.Ready == 0 {
+				delete(d.pools, id)
+				d.drained = append(d.drained, e)
+				drained = append(drained, e)
+			}
+		}
+		d.mu.Unlock()
+		for _, id := range dead {
+			d.o.Log.Info("reclaiming lease: holder exited or TTL passed", "id", id)
+			_ = d.Release(id)
+		}
+		for _, e := range drained {
+			go func() { _ = e.pool.Close(context.Background()) }()
+		}
+	}
+}
+
+// Warm makes the pool for a recipe exist (building its golden), so its
+// instances are warming before the first client asks (`serve -f`).
+func (d *Daemon) Warm(ctx context.Context, recipePath, backendName string) (string, error) {
+	r, eng, res, err := d.golden(ctx, recipePath)
+	if err != nil {
+		return "", err
+	}
+	if backendName == "" {
+		backendName = "auto"
+	}
+	e, err := d.entryFor(r, eng, res.Golden, backendName, pool.Config{Min: r.Pool.Min, Max: r.Pool.Max, Backoff: d.o.Backoff})
+	if err != nil {
+		return "", err
+	}
+	return e.id, nil
+}
+
+// Close stops every pool: warming starts are cancelled, every instance
+// (leased ones too) is stopped and removed. It waits until all are gone
+// or ctx ends.
+func (d *Daemon) Close(ctx context.Context) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	entries := make([]*entry, 0, len(d.pools))
+	for _, e := range d.pools {
+		entries = append(entries, e)
+	}
+	entries = append(entries, d.drained...)
+	d.leases = map[string]*lease{}
+	d.mu.Unlock()
+	close(d.stop)
+	<-d.done
+	var wg sync.WaitGroup
+	errc := make(chan error, len(entries))
+	for _, e := range entries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.pool.Close(ctx); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+func validID(id string) bool {
+	return len(id) == 8 && strings.Trim(id, "0123456789abcdef") == ""
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func short(k string) string {
+	if len(k) > 12 {
+		return k[:12]
+	}
+	return k
+}
+
+func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
