@@ -23,6 +23,7 @@ func TestCrashAtEveryPhase(t *testing.T) {
 		{"up:started", []string{"up"}},
 		{"run:ready", []string{"run", "--", "true"}},
 		{"run:child", []string{"run", "--", "sleep", "0.1"}},
+		{"serve:listening", []string{"serve", "-f", "dbfork.toml"}},
 	}
 	e := newEnv(t)
 	for _, p := range phases {

@@ -1,0 +1,180 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/dbfork/dbfork/internal/api"
+)
+
+// syncBuf is a bytes.Buffer safe to read while a process writes it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServe runs `dbfork serve` until the test stops it.
+func (e *env) startServe(args ...string) (*exec.Cmd, *syncBuf, *api.Client) {
+	e.t.Helper()
+	c := e.cmd(append([]string{"serve"}, args...)...)
+	out := &syncBuf{}
+	c.Stderr = out
+	if err := c.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	waitFor(e.t, func() bool { return strings.Contains(out.String(), "listening on") || c.ProcessState != nil })
+	cl, err := api.Dial(context.Background(), filepath.Join(e.store, api.SocketName))
+	if err != nil {
+		e.t.Fatalf("dial serve: %v\n%s", err, out.String())
+	}
+	return c, out, cl
+}
+
+func (e *env) leases(c *api.Client) []api.Lease {
+	e.t.Helper()
+	ls, err := c.Leases(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ls
+}
+
+// `serve` hands out warm instances to run/up, reclaims leases of killed
+// clients, refuses a second daemon, and leaves nothing after SIGTERM.
+func TestServe(t *testing.T) {
+	e := newEnv(t)
+	srv, log, c := e.startServe("-f", "dbfork.toml")
+	fi, err := os.Stat(filepath.Join(e.store, api.SocketName))
+	if err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("socket: %v %v", fi.Mode(), err)
+	}
+	if r := e.run("serve"); r.code != 5 || !strings.Contains(r.stderr, "already runs") {
+		t.Errorf("second serve: exit %d %q", r.code, r.stderr)
+	}
+	waitFor(t, func() bool {
+		ps, _ := c.Pools(context.Background())
+		return len(ps) == 1 && ps[0].Ready == 2
+	})
+
+	// run takes a warm instance from the daemon and gives it back.
+	r := e.run("-v", "run", "--", "psql", "-XAtqc", "insert into items(name) values ('run'); select count(*) from items")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "3002" || !strings.Contains(r.stderr, "leased from dbfork serve") {
+		t.Fatalf("run through serve: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if ls := e.leases(c); len(ls) != 0 {
+		t.Errorf("run left leases: %+v", ls)
+	}
+
+	// up through the daemon: the instance leaves the pool and lives on.
+	var up struct{ ID, DSN string }
+	if err := json.Unmarshal([]byte(e.mustRun("up", "--json").stdout), &up); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("psql", up.DSN, "-XAtc", "select count(*) from items").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "3001" {
+		t.Fatalf("up instance: %v %s", err, out)
+	}
+
+	// A `dbfork run` killed with SIGKILL: its lease is reclaimed.
+	pidFile := filepath.Join(e.root, "child.pid")
+	killed := e.cmd("run", "--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 300")
+	if err := killed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(e.leases(c)) == 1 })
+	_ = killed.Process.Kill()
+	_ = killed.Wait()
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // the orphaned child, by the PID it recorded
+		}
+	}
+	waitFor(t, func() bool { return len(e.leases(c)) == 0 })
+
+	// down of a leased instance ends the lease through the daemon.
+	l, err := c.Acquire(context.Background(), api.AcquireRequest{Recipe: filepath.Join(e.proj, "dbfork.toml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("down", l.ID)
+	if ls := e.leases(c); len(ls) != 0 {
+		t.Errorf("down left the lease: %+v", ls)
+	}
+
+	_ = srv.Process.Signal(syscall.SIGTERM)
+	if err := srv.Wait(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v\n%s", err, log.String())
+	}
+	if _, err := os.Stat(filepath.Join(e.store, api.SocketName)); !os.IsNotExist(err) {
+		t.Errorf("socket left after shutdown: %v", err)
+	}
+	ls := e.ls()
+	if len(ls.Instances) != 1 || ls.Instances[0].ID != up.ID {
+		t.Fatalf("after shutdown want only the up instance, got %+v", ls.Instances)
+	}
+	e.mustRun("down", up.ID)
+	e.assertNothingLeft()
+}
+
+// After kill -9 of serve, gc removes its instances and a new serve starts
+// on the stale socket; run without a daemon still works.
+func TestServeKilled(t *testing.T) {
+	e := newEnv(t)
+	srv, _, c := e.startServe("-f", "dbfork.toml")
+	if _, err := c.Acquire(context.Background(), api.AcquireRequest{Recipe: filepath.Join(e.proj, "dbfork.toml")}); err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.Process.Kill()
+	_ = srv.Wait()
+	if r := e.run("run", "--", "true"); r.code != 0 {
+		t.Fatalf("run with a dead daemon's socket: %d %s", r.code, r.stderr)
+	}
+	e.mustRun("gc")
+	e.assertNothingLeft()
+	srv2, _, _ := e.startServe()
+	_ = srv2.Process.Signal(syscall.SIGTERM)
+	if err := srv2.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	e.assertNothingLeft()
+}
+
+func TestServeBadFlags(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--tcp", "0.0.0.0:7420"}, "loopback"},
+		{[]string{"serve", "--tcp", "example.com:80"}, "loopback"},
+		{[]string{"serve", "extra"}, "takes no arguments"},
+		{[]string{"serve", "-f", "missing.toml"}, "missing.toml"},
+	} {
+		r := e.run(c.args...)
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 1 {
+			t.Errorf("%v: exit %d %q, want an error with %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+	e.assertNothingLeft()
+}
