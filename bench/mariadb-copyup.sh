@@ -2,7 +2,7 @@
 # Measures what an OverlayFS clone of a MariaDB golden copies up before and
 # after its first writes, for MariaDB's default data dir layout and for the
 # layout dbfork builds (16 MiB redo log, separate undo tablespaces, no
-# buffer pool dump, small ibtmp1). Needs root, mariadb-server, an ext4 /tmp.
+# buffer pool dump). Needs root, mariadb-server, an ext4 /tmp.
 #   sudo bench/mariadb-copyup.sh [ROWS_PER_TABLE] [TABLES]
 set -euo pipefail
 ROWS="${1:-250000}"
@@ -17,13 +17,13 @@ declare -A INIT START
 INIT[default]=""
 START[default]=""
 INIT[dbfork]="--innodb-log-file-size=16M --innodb-undo-tablespaces=3 --innodb-buffer-pool-dump-at-shutdown=0 --innodb-change-buffering=none"
-START[dbfork]="--innodb-log-file-size=16M --innodb-undo-tablespaces=3 --innodb-buffer-pool-load-at-startup=0 --innodb-buffer-pool-dump-at-shutdown=0 --innodb-change-buffering=none --innodb-temp-data-file-path=ibtmp1:1M:autoextend"
+START[dbfork]="--innodb-log-file-size=16M --innodb-undo-tablespaces=3 --innodb-buffer-pool-load-at-startup=0 --innodb-buffer-pool-dump-at-shutdown=0 --innodb-change-buffering=none"
 TEST="--skip-log-bin --performance-schema=0 --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 --innodb-buffer-pool-size=64M"
 
 start() { # datadir sockdir extra... ; prints ms to first successful query
   local d="$1" s="$2"; shift 2
   local t0; t0=$(date +%s%N)
-  (cd / && as mariadbd --no-defaults --datadir="$d" --socket="$s/sock" --pid-file="$s/pid" --skip-networking "$@" >"$s/log" 2>&1 &)
+  (cd / && as mariadbd --no-defaults --datadir="$d" --socket="$s/sock" --pid-file="$s/pid" --skip-networking "$@" &) >"$s/log" 2>&1 </dev/null
   until mariadb --no-defaults --socket="$s/sock" -uroot -e 'select 1' >/dev/null 2>&1; do sleep 0.005; done
   echo $(( ($(date +%s%N) - t0) / 1000000 ))
 }
@@ -44,6 +44,8 @@ for layout in default dbfork; do
   mount -t overlay overlay -o "lowerdir=$G/golden,upperdir=$G/upper,workdir=$G/work,index=off" "$G/merged"
   ready=$(start "$G/merged" "$G/csock" ${START[$layout]} $TEST)
   up_ready=$(du -sb "$G/upper" | cut -f1)
+  echo "$layout: upper at ready:" >&2; (cd "$G/upper" && find . -type f -size +1M -printf '  %p %s\n' >&2)
+  echo "$layout: golden:" >&2; (cd "$G/golden" && find . -type f -size +1M -printf '  %p %s\n' >&2)
   lat=""
   for i in $(seq 1 10); do
     t0=$(date +%s%N)

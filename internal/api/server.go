@@ -33,6 +33,9 @@ type Server struct {
 // NewServer wraps svc. token guards TCP listeners (unix-socket callers are
 // trusted by the socket's mode instead).
 func NewServer(svc Service, token string, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	s := &Server{svc: svc, log: log, token: token}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", s.health)

@@ -16,9 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dbfork/dbfork/internal/engine"
-	"github.com/dbfork/dbfork/internal/engine/mysql"
-	"github.com/dbfork/dbfork/internal/engine/postgres"
+	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
@@ -96,17 +94,7 @@ func (g *globals) openStore() (*store.Store, error) {
 }
 
 // openEngine locates the server binaries a recipe needs.
-func openEngine(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
-	switch r.Engine {
-	case "postgres":
-		return postgres.New(ctx, r.Bindir, r.Version)
-	case "mariadb":
-		return mysql.New(ctx, mysql.MariaDB, r.Bindir, r.Version)
-	case "mysql":
-		return mysql.New(ctx, mysql.MySQL, r.Bindir, r.Version)
-	}
-	return nil, errs.Unsupported("engine %q is not supported (use postgres, mariadb or mysql)", r.Engine)
-}
+var openEngine = engines.Open
 
 func loadRecipe(path string) (*recipe.Recipe, error) {
 	if path == "" {

@@ -112,9 +112,6 @@ func profileArgs(info ServerInfo, test bool) []string {
 	args = append(args,
 		"--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0", "--sync-binlog=0",
 		"--innodb-buffer-pool-size=64M",
-		// ibtmp1 is recreated at every start: 1 MiB instead of 12 MiB
-		// written into each clone before it is ready.
-		"--innodb-temp-data-file-path=ibtmp1:1M:autoextend",
 	)
 	if info.Flavor == MySQL {
 		args = append(args, "--skip-mysqlx")

@@ -1,0 +1,134 @@
+// Package dbforktest gives a Go test its own fresh, pre-seeded database:
+//
+//	func TestOrders(t *testing.T) {
+//		dsn := dbforktest.New(t, "../dbfork.toml")
+//		db, _ := sql.Open("pgx", dsn)
+//		...
+//	}
+//
+// When a `dbfork serve` runs for the store ($DBFORK_STORE, or dbfork's
+// default), the clone comes warm from its pool in milliseconds and the
+// lease ends with the test (or with the test process, if it dies).
+// Otherwise the golden is built if needed and a clone is started in the
+// test process. The instance is removed when the test ends; with
+// DBFORK_KEEP_FAILED=1 the instance of a failed test is kept running and
+// its DSN logged, for a look with psql/mariadb (`dbfork down ID` later).
+package dbforktest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/engine/engines"
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// Instance is a test's database.
+type Instance struct {
+	ID  string            // dbfork instance id (`dbfork ls`, `dbfork down`)
+	DSN string            // over 127.0.0.1 (postgres:// or mysql://)
+	Env map[string]string // DATABASE_URL, PG*/MYSQL_*, DBFORK_INSTANCE
+}
+
+// KeepEnv names the variable that keeps failed tests' instances.
+const KeepEnv = "DBFORK_KEEP_FAILED"
+
+// New returns the DSN of a fresh clone of the recipe's golden, removed
+// when t ends.
+func New(t testing.TB, recipePath string) string {
+	t.Helper()
+	return Open(t, recipePath).DSN
+}
+
+// Open is New with the instance's id and environment.
+func Open(t testing.TB, recipePath string) *Instance {
+	t.Helper()
+	abs, err := filepath.Abs(recipePath)
+	if err != nil {
+		t.Fatalf("dbforktest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	s, err := store.Open(os.Getenv("DBFORK_STORE"))
+	if err != nil {
+		t.Fatalf("dbforktest: %v", err)
+	}
+	if c, err := api.Dial(ctx, api.SocketPath(s.Root)); err == nil {
+		return fromDaemon(ctx, t, c, abs)
+	} else if !errors.Is(err, api.ErrNoDaemon) {
+		t.Logf("dbforktest: not using dbfork serve: %v", err)
+	}
+	return local(ctx, t, s, abs)
+}
+
+func keep(t testing.TB) bool { return t.Failed() && os.Getenv(KeepEnv) != "" }
+
+func fromDaemon(ctx context.Context, t testing.TB, c *api.Client, recipePath string) *Instance {
+	t.Helper()
+	l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipePath, PID: os.Getpid()})
+	if err != nil {
+		t.Fatalf("dbforktest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if keep(t) {
+			if _, err := c.Keep(ctx, l.ID); err == nil {
+				t.Logf("dbforktest: kept instance %s of the failed test: %s (remove it with `dbfork down %s`)", l.ID, l.DSN, l.ID)
+				return
+			}
+		}
+		if err := c.Release(ctx, l.ID); err != nil {
+			t.Errorf("dbforktest: release %s: %v", l.ID, err)
+		}
+	})
+	return &Instance{ID: l.ID, DSN: l.DSN, Env: l.Env}
+}
+
+func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string) *Instance {
+	t.Helper()
+	r, err := recipe.Load(recipePath)
+	if err != nil {
+		t.Fatalf("dbforktest: %v", err)
+	}
+	eng, err := engines.Open(ctx, r)
+	if err != nil {
+		t.Fatalf("dbforktest: %v", err)
+	}
+	res, err := golden.Build(ctx, s, eng, r, golden.Options{})
+	if err != nil {
+		t.Fatalf("dbforktest: %v", err)
+	}
+	in, err := instance.Create(ctx, s, eng, res.Golden, instance.Options{Backend: "auto", Settings: r.Settings})
+	if err != nil {
+		t.Fatalf("dbforktest: %v", err)
+	}
+	st := in.State
+	t.Cleanup(func() {
+		if keep(t) {
+			if err := in.Detach(); err == nil {
+				in.Release()
+				t.Logf("dbforktest: kept instance %s of the failed test: %s (remove it with `dbfork down %s`)", st.ID, st.Conn.URL, st.ID)
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := in.Destroy(ctx, s); err != nil {
+			t.Errorf("dbforktest: remove instance %s: %v", st.ID, err)
+		}
+	})
+	env := map[string]string{"DBFORK_INSTANCE": st.ID}
+	for k, v := range st.Conn.Env {
+		env[k] = v
+	}
+	return &Instance{ID: st.ID, DSN: st.Conn.URL, Env: env}
+}
