@@ -14,7 +14,8 @@ need_root() {
 
 # ensure_packages installs the Debian packages that are missing.
 ensure_packages() {
-  local want=(postgresql postgresql-client mariadb-server mariadb-client xfsprogs btrfs-progs util-linux curl unzip ca-certificates "$@")
+  local want=(postgresql postgresql-client mariadb-server mariadb-client xfsprogs btrfs-progs util-linux curl unzip ca-certificates
+    python3-venv python3-pip python3-setuptools python3-pytest python3-pytest-xdist python3-psycopg libdbi-perl libdbd-pg-perl "$@")
   local missing=()
   for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

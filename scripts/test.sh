@@ -10,3 +10,14 @@ go vet ./...
 go test -count=1 -timeout 40m ./...
 # A bounded fuzz run of the recipe parser.
 go test -run '^$' -fuzz FuzzParse -fuzztime 20s ./internal/recipe
+# The test-runner clients, against a real `dbfork serve`: the pytest
+# plugin installed with pip into a throwaway venv (Debian's pytest, xdist
+# and psycopg), and the prove plugin with Debian's DBI/DBD::Pg.
+go build -o bin/dbfork ./cmd/dbfork
+export DBFORK_BIN="$REPO/bin/dbfork"
+venv="$(mktemp -d)"
+trap 'rm -rf "$venv" "$REPO/clients/python/build"' EXIT
+/usr/bin/python3 -m venv --system-site-packages "$venv"
+"$venv/bin/pip" install -q --no-build-isolation --no-deps ./clients/python
+(cd clients/python && "$venv/bin/python" -m pytest -q -p no:cacheprovider tests)
+prove clients/perl/t

@@ -1,0 +1,58 @@
+package Test::Dbfork;
+# Gives this test process its own fresh database from `dbfork serve`.
+#
+# Loaded into every test by `prove -PDbfork=dbfork.toml` (through
+# PERL5OPT), or by hand with `use Test::Dbfork;` and DBFORK_RECIPE set. On
+# load it leases a warm clone and exports:
+#
+#   PERL_TEST_DBFORK_DSN       a DBI DSN (dbi:Pg:... or dbi:MariaDB:...)
+#   PERL_TEST_DBFORK_USER      and _PASSWORD, for DBI->connect
+#   DATABASE_URL               the URL form
+#   PG* or MYSQL_*             the engine's client variables
+#   DBFORK_INSTANCE            the instance id
+#
+# The lease is released when the process ends; if it dies, the daemon
+# reclaims it by itself. Child processes share their parent's database.
+use strict;
+use warnings;
+use Test::Dbfork::Client;
+
+our $VERSION = '0.1.0';
+our $LEASE;
+my $OWNER_PID;
+
+sub dbi_dsn {
+    my ($l) = @_;
+    my %e = %{ $l->{env} || {} };
+    if ( $l->{engine} eq 'postgres' ) {
+        return "dbi:Pg:dbname=$e{PGDATABASE};host=$e{PGHOST};port=$e{PGPORT}", $e{PGUSER}, $e{PGPASSWORD};
+    }
+    my $driver = eval { require DBD::MariaDB; 1 } ? 'MariaDB' : 'mysql';
+    return "dbi:$driver:database=$e{MYSQL_DATABASE};host=$e{MYSQL_HOST};port=$e{MYSQL_PORT}", $e{MYSQL_USER}, $e{MYSQL_PWD};
+}
+
+sub import {
+    return if $ENV{PERL_TEST_DBFORK_DSN} || $LEASE;    # a child: use the parent's database
+    my $recipe = $ENV{DBFORK_RECIPE}
+      or die "Test::Dbfork: set DBFORK_RECIPE to your dbfork.toml (prove -PDbfork=dbfork.toml does)\n";
+    my $client = Test::Dbfork::Client->new;
+    my %o;
+    $o{backend} = $ENV{DBFORK_BACKEND} if $ENV{DBFORK_BACKEND};
+    $LEASE     = $client->acquire( $recipe, %o );
+    $OWNER_PID = $$;
+    my ( $dsn, $user, $password ) = dbi_dsn($LEASE);
+    $ENV{$_} = $LEASE->{env}{$_} for keys %{ $LEASE->{env} };
+    $ENV{PERL_TEST_DBFORK_DSN}      = $dsn;
+    $ENV{PERL_TEST_DBFORK_USER}     = $user;
+    $ENV{PERL_TEST_DBFORK_PASSWORD} = defined $password ? $password : '';
+    return;
+}
+
+END {
+    if ( $LEASE && defined $OWNER_PID && $OWNER_PID == $$ ) {
+        local $@;
+        eval { Test::Dbfork::Client->new->release( $LEASE->{id} ) };
+    }
+}
+
+1;

@@ -1,0 +1,61 @@
+package Test::Dbfork::Client;
+# A small client for the API of `dbfork serve` (HTTP/JSON on the unix
+# socket STORE/dbfork.sock). Core Perl only. See docs/api.md.
+use strict;
+use warnings;
+use IO::Socket::UNIX;
+use JSON::PP ();
+use Cwd ();
+
+our $VERSION = '0.1.0';
+
+sub default_store {
+    return $ENV{DBFORK_STORE} if $ENV{DBFORK_STORE};
+    return '/var/lib/dbfork' if $> == 0;
+    my $xdg = $ENV{XDG_DATA_HOME} || ( ( $ENV{HOME} || '' ) . '/.local/share' );
+    return "$xdg/dbfork";
+}
+
+sub new {
+    my ( $class, %o ) = @_;
+    my $store = $o{store} || default_store();
+    return bless { socket => $o{socket} || "$store/dbfork.sock" }, $class;
+}
+
+sub socket_path { $_[0]{socket} }
+
+# call(METHOD, PATH, BODY) -> decoded JSON; dies with "dbfork serve: ..."
+sub call {
+    my ( $self, $method, $path, $body ) = @_;
+    my $sock = IO::Socket::UNIX->new( Type => SOCK_STREAM(), Peer => $self->{socket} )
+      or die "dbfork: no `dbfork serve` answers on $self->{socket} ($!): start it with `dbfork serve -f dbfork.toml &`\n";
+    my $data = defined $body ? JSON::PP->new->utf8->canonical->encode($body) : '';
+    my $req  = "$method $path HTTP/1.0\r\nHost: dbfork\r\nConnection: close\r\n";
+    $req .= "Content-Type: application/json\r\n" if defined $body;
+    $req .= "Content-Length: " . length($data) . "\r\n\r\n" . $data;
+    print {$sock} $req or die "dbfork: write to $self->{socket}: $!\n";
+    local $/;
+    my $resp = <$sock>;
+    close $sock;
+    die "dbfork: empty answer from $self->{socket}\n" unless defined $resp && length $resp;
+    my ( $head, $content ) = split /\r\n\r\n/, $resp, 2;
+    my ($status) = $head =~ m{^HTTP/\d\.\d (\d+)} or die "dbfork: bad answer from $self->{socket}\n";
+    my $decoded = ( defined $content && length $content ) ? eval { JSON::PP->new->utf8->decode($content) } : undef;
+    if ( $status >= 300 ) {
+        my $msg = ref $decoded eq 'HASH' ? $decoded->{error} : "HTTP $status";
+        die "dbfork serve: $msg\n";
+    }
+    return $decoded;
+}
+
+sub health { $_[0]->call( GET => '/v1/health' ) }
+
+sub acquire {
+    my ( $self, $recipe, %o ) = @_;
+    return $self->call( POST => '/v1/leases', { recipe => Cwd::abs_path($recipe), %o } );
+}
+
+sub release { $_[0]->call( DELETE => "/v1/leases/$_[1]" ) }
+sub leases  { $_[0]->call( GET    => '/v1/leases' )->{leases} }
+
+1;

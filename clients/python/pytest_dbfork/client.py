@@ -1,0 +1,126 @@
+"""A small client for the API of `dbfork serve` (HTTP/JSON on a unix socket).
+
+Standard library only. See docs/api.md in the dbfork repository.
+"""
+
+import http.client
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+SOCKET_NAME = "dbfork.sock"
+
+
+class DbforkError(Exception):
+    """An error answered by the daemon; kind is invalid, not_found, busy, ..."""
+
+    def __init__(self, message, kind="internal", status=0):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+@dataclass
+class Lease:
+    id: str
+    dsn: str
+    env: Dict[str, str] = field(default_factory=dict)
+    golden: str = ""
+    engine: str = ""
+    backend: str = ""
+    acquire_ms: float = 0.0
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(id=d["id"], dsn=d["dsn"], env=dict(d.get("env") or {}), golden=d.get("golden", ""),
+                   engine=d.get("engine", ""), backend=d.get("backend", ""),
+                   acquire_ms=float(d.get("acquire_ms", 0.0)), raw=d)
+
+
+def default_store():
+    """The store dbfork uses without --store: $DBFORK_STORE, /var/lib/dbfork
+    as root, else $XDG_DATA_HOME/dbfork."""
+    if os.environ.get("DBFORK_STORE"):
+        return os.environ["DBFORK_STORE"]
+    if os.geteuid() == 0:
+        return "/var/lib/dbfork"
+    xdg = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(xdg, "dbfork")
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("dbfork", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self._path)
+        self.sock = s
+
+
+class Client:
+    """Talks to the `dbfork serve` of a store. The daemon learns this
+    process's PID from the socket, so leases end when this process does."""
+
+    def __init__(self, store=None, socket_path=None, timeout=1800.0):
+        self.socket_path = socket_path or os.path.join(store or default_store(), SOCKET_NAME)
+        self.timeout = timeout
+
+    def available(self):
+        """True when a daemon answers on the socket."""
+        if not os.path.exists(self.socket_path):
+            return False
+        try:
+            self.health()
+            return True
+        except (OSError, DbforkError):
+            return False
+
+    def _call(self, method, path, body=None):
+        conn = _UnixConnection(self.socket_path, self.timeout)
+        try:
+            data = None if body is None else json.dumps(body).encode()
+            headers = {"Content-Type": "application/json"} if data is not None else {}
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+        finally:
+            conn.close()
+        if resp.status >= 300:
+            try:
+                err = json.loads(raw)
+                raise DbforkError(err.get("error", raw.decode(errors="replace")), err.get("kind", "internal"), resp.status)
+            except ValueError:
+                raise DbforkError("HTTP %d: %s" % (resp.status, raw.decode(errors="replace")), "internal", resp.status)
+        return json.loads(raw) if raw else None
+
+    def health(self):
+        return self._call("GET", "/v1/health")
+
+    def ensure_golden(self, recipe):
+        return self._call("POST", "/v1/goldens", {"recipe": os.path.abspath(recipe)})
+
+    def acquire(self, recipe, backend=None, min=None, max=None, ttl_seconds=None, wait_seconds=None, pid=None) -> Lease:
+        req = {"recipe": os.path.abspath(recipe)}
+        for k, v in (("backend", backend), ("min", min), ("max", max), ("ttl_seconds", ttl_seconds),
+                     ("wait_seconds", wait_seconds), ("pid", pid)):
+            if v is not None:
+                req[k] = v
+        return Lease.from_json(self._call("POST", "/v1/leases", req))
+
+    def release(self, lease_id):
+        self._call("DELETE", "/v1/leases/" + lease_id)
+
+    def keep(self, lease_id) -> Lease:
+        return Lease.from_json(self._call("POST", "/v1/leases/%s/keep" % lease_id))
+
+    def leases(self):
+        return self._call("GET", "/v1/leases")["leases"]
+
+    def pools(self):
+        return self._call("GET", "/v1/pools")["pools"]

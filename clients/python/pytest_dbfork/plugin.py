@@ -1,0 +1,109 @@
+"""pytest plugin: each xdist worker (or the single pytest process) gets a
+session database, and each test that asks for `dbfork_db` gets a fresh one.
+
+Databases come from a running `dbfork serve` for the store; leases end when
+the test (or the worker) ends, and the daemon reclaims them if the worker
+dies. Configure with --dbfork-recipe / `dbfork_recipe` in the ini file.
+"""
+
+import os
+
+import pytest
+
+from .client import Client, DbforkError
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("dbfork", "fresh pre-seeded databases from dbfork")
+    group.addoption("--dbfork-recipe", dest="dbfork_recipe", default=None,
+                    help="dbfork.toml to clone databases from (ini: dbfork_recipe)")
+    group.addoption("--dbfork-store", dest="dbfork_store", default=None,
+                    help="dbfork store whose `dbfork serve` to use (ini: dbfork_store; default $DBFORK_STORE or dbfork's default)")
+    group.addoption("--dbfork-backend", dest="dbfork_backend", default=None,
+                    help="clone backend (auto, btrfs, reflink, overlay, copy)")
+    parser.addini("dbfork_recipe", "dbfork.toml to clone databases from (relative to the ini file)")
+    parser.addini("dbfork_store", "dbfork store whose `dbfork serve` to use")
+    parser.addini("dbfork_backend", "clone backend")
+
+
+def _setting(config, name):
+    v = config.getoption(name)
+    if v:
+        return v, str(config.invocation_params.dir)
+    v = config.getini(name)
+    if v:
+        return v, str(config.rootpath if config.inipath is None else config.inipath.parent)
+    return None, None
+
+
+class _Dbfork:
+    def __init__(self, config):
+        self.config = config
+        recipe, base = _setting(config, "dbfork_recipe")
+        self.recipe = os.path.join(base, recipe) if recipe else os.path.abspath("dbfork.toml")
+        store, sbase = _setting(config, "dbfork_store")
+        self.store = os.path.join(sbase, store) if store else None
+        backend, _ = _setting(config, "dbfork_backend")
+        self.backend = backend or None
+        self.client = Client(store=self.store)
+        workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+        self.workers = int(workers) if workers and workers.isdigit() else 1
+
+    def acquire(self):
+        if not os.path.isfile(self.recipe):
+            pytest.fail("dbfork: recipe %s not found: pass --dbfork-recipe or set dbfork_recipe in the ini file" % self.recipe,
+                        pytrace=False)
+        if not self.client.available():
+            pytest.fail("dbfork: no `dbfork serve` answers on %s: start it (`dbfork serve -f %s &`) or pass --dbfork-store"
+                        % (self.client.socket_path, self.recipe), pytrace=False)
+        try:
+            return self.client.acquire(self.recipe, backend=self.backend)
+        except DbforkError as e:
+            pytest.fail("dbfork: %s" % e, pytrace=False)
+
+    def release(self, lease):
+        try:
+            self.client.release(lease.id)
+        except (DbforkError, OSError):
+            pass  # already reclaimed, or the daemon went away: nothing to leak
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "dbfork: the test uses a dbfork database")
+    config._dbfork = _Dbfork(config)
+
+
+@pytest.fixture(scope="session")
+def dbfork_session(request):
+    """A database for this pytest process (one per xdist worker), for the
+    whole session. DATABASE_URL and the engine's variables (PG*, MYSQL_*)
+    are exported into os.environ while it lasts."""
+    d = request.config._dbfork
+    lease = d.acquire()
+    saved = {k: os.environ.get(k) for k in lease.env}
+    os.environ.update(lease.env)
+    yield lease
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    d.release(lease)
+
+
+@pytest.fixture
+def dbfork_db(request, monkeypatch):
+    """A fresh database for this test alone, thrown away after it. Its
+    environment (DATABASE_URL, PG*/MYSQL_*) is set for the test."""
+    d = request.config._dbfork
+    lease = d.acquire()
+    for k, v in lease.env.items():
+        monkeypatch.setenv(k, v)
+    yield lease
+    d.release(lease)
+
+
+@pytest.fixture
+def dbfork_dsn(dbfork_db):
+    """The DSN of a fresh database for this test."""
+    return dbfork_db.dsn

@@ -1,0 +1,79 @@
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def dbfork_bin():
+    b = os.environ.get("DBFORK_BIN") or os.path.join(REPO, "bin", "dbfork")
+    if not os.path.exists(b):
+        subprocess.run(["go", "build", "-o", b, "./cmd/dbfork"], cwd=REPO, check=True)
+    return b
+
+
+class World:
+    """A temp store with a PostgreSQL recipe and a real `dbfork serve`."""
+
+    def __init__(self, root):
+        self.root = root
+        self.store = os.path.join(root, "store")
+        self.proj = os.path.join(root, "proj")
+        self.bin = dbfork_bin()
+        os.makedirs(self.proj)
+        self.recipe = os.path.join(self.proj, "dbfork.toml")
+        with open(self.recipe, "w") as f:
+            f.write(textwrap.dedent("""\
+                engine = "postgres"
+                database = "app"
+                [[load]]
+                sql = ["seed.sql"]
+                [pool]
+                min = 4
+                max = 8
+            """))
+        with open(os.path.join(self.proj, "seed.sql"), "w") as f:
+            f.write("create table notes(id serial primary key, who text not null);\n"
+                    "insert into notes(who) values ('golden');\n")
+        self.serve = None
+
+    def dbfork(self, *args, check=True):
+        return subprocess.run([self.bin, "--store", self.store, *args], capture_output=True, text=True, check=check)
+
+    def start_serve(self):
+        self.serve = subprocess.Popen([self.bin, "--store", self.store, "serve", "-f", self.recipe],
+                                      stderr=subprocess.PIPE, text=True)
+        line = self.serve.stderr.readline()
+        assert "listening on" in line, line
+
+    def stop_serve(self):
+        if self.serve and self.serve.poll() is None:
+            self.serve.send_signal(signal.SIGTERM)
+            self.serve.wait(timeout=120)
+        self.serve = None
+
+    def instances(self):
+        return json.loads(self.dbfork("ls", "--json").stdout)["instances"] or []
+
+
+@pytest.fixture
+def world():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: dbfork mounts overlays and runs servers as its system user (CI runs as root)")
+    root = tempfile.mkdtemp(prefix="dbfork-pytest-")
+    os.chmod(root, 0o755)
+    w = World(root)
+    yield w
+    w.stop_serve()
+    w.dbfork("gc", "--all", check=False)
+    left = w.instances()
+    subprocess.run(["umount", "-R", root], capture_output=True)  # only if a failure left something
+    shutil.rmtree(root, ignore_errors=True)
+    assert not left, "instances left: %r" % left

@@ -1,0 +1,117 @@
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+
+from pytest_dbfork import Client
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG = os.path.dirname(HERE)
+
+INNER = textwrap.dedent('''\
+    import json, os
+    import psycopg
+    import pytest
+
+    OUT = os.environ["DBFORK_TEST_OUT"]
+
+    def record(kind, **kw):
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(os.path.join(OUT, "%s-%s-%d.json" % (kind, worker, os.getpid())), "a") as f:
+            f.write(json.dumps(dict(kw, worker=worker, pid=os.getpid())) + "\\n")
+
+    @pytest.mark.parametrize("n", range(16))
+    def test_fresh_db(dbfork_db, n):
+        me = "test-%d" % n
+        assert os.environ["DATABASE_URL"] == dbfork_db.dsn
+        with psycopg.connect(dbfork_db.dsn, autocommit=True) as c:
+            c.execute("insert into notes(who) values (%s)", (me,))
+            rows = [r[0] for r in c.execute("select who from notes order by id")]
+        # Never anyone else's rows: only the golden's and this test's.
+        assert rows == ["golden", me]
+        record("fresh", id=dbfork_db.id)
+
+    @pytest.mark.parametrize("n", range(4))
+    def test_session_db(dbfork_session, n):
+        # One database per worker for the session: rows pile up within a
+        # worker, never across workers.
+        with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as c:
+            c.execute("insert into notes(who) values (%s)", (os.environ.get("PYTEST_XDIST_WORKER", "main"),))
+            whos = set(r[0] for r in c.execute("select who from notes where who <> 'golden'"))
+        assert whos == {os.environ.get("PYTEST_XDIST_WORKER", "main")}
+        record("session", id=dbfork_session.id)
+''')
+
+
+def plugin_args():
+    """The installed entry point loads the plugin; from a bare checkout,
+    load it by name."""
+    eps = metadata.entry_points()
+    group = eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", [])
+    if any(ep.name == "dbfork" for ep in group):
+        return []
+    return ["-p", "pytest_dbfork.plugin"]
+
+
+def run_pytest(world, tmp, *args):
+    suite = os.path.join(world.root, "suite")
+    os.makedirs(suite, exist_ok=True)
+    with open(os.path.join(suite, "test_inner.py"), "w") as f:
+        f.write(INNER)
+    with open(os.path.join(suite, "pytest.ini"), "w") as f:
+        f.write("[pytest]\ndbfork_recipe = ../proj/dbfork.toml\ndbfork_store = ../store\n")
+    env = dict(os.environ, DBFORK_TEST_OUT=str(tmp), PYTHONPATH=PKG)
+    env.pop("DBFORK_STORE", None)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(), *args],
+                          cwd=suite, env=env, capture_output=True, text=True)
+
+
+def records(tmp, kind):
+    out = []
+    for name in os.listdir(tmp):
+        if name.startswith(kind + "-"):
+            with open(os.path.join(tmp, name)) as f:
+                out += [json.loads(line) for line in f]
+    return out
+
+
+def test_xdist_workers_get_isolated_databases(world, tmp_path):
+    world.start_serve()
+    r = run_pytest(world, tmp_path, "-n", "4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "20 passed" in r.stdout, r.stdout
+    fresh = records(tmp_path, "fresh")
+    assert len(fresh) == 16
+    # Every test had its own instance, never reused.
+    assert len({x["id"] for x in fresh}) == 16
+    assert len({x["worker"] for x in fresh}) > 1, "xdist did not spread the tests"
+    session = records(tmp_path, "session")
+    by_worker = {}
+    for x in session:
+        by_worker.setdefault(x["worker"], set()).add(x["id"])
+    # One session database per worker, each different.
+    assert all(len(ids) == 1 for ids in by_worker.values()), by_worker
+    assert len({next(iter(ids)) for ids in by_worker.values()}) == len(by_worker)
+    c = Client(store=world.store)
+    assert c.leases() == []
+    world.stop_serve()
+    assert world.instances() == []
+
+
+def test_no_daemon_is_a_clear_failure(world, tmp_path):
+    r = run_pytest(world, tmp_path, "-k", "test_fresh_db and 0]")
+    assert r.returncode != 0
+    assert "no `dbfork serve` answers on" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_client_errors_carry_kind(world):
+    world.start_serve()
+    c = Client(store=world.store)
+    try:
+        c.release("deadbeef")
+    except Exception as e:
+        assert getattr(e, "kind", None) == "not_found" and getattr(e, "status", 0) == 404, e
+    else:
+        raise AssertionError("release of an unknown lease succeeded")
