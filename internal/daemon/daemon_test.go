@@ -31,7 +31,7 @@ import (
 
 // world is a real daemon serving a real store over a real unix socket.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	root   string
 	store  *store.Store
 	d      *daemon.Daemon
@@ -41,7 +41,7 @@ type world struct {
 	closed bool
 }
 
-func newWorld(t *testing.T, poolToml string) *world {
+func newWorld(t testing.TB, poolToml string) *world {
 	t.Helper()
 	testenv.RequireRoot(t)
 	root := testenv.Dir(t)

@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/bench"
+	"github.com/dbfork/dbfork/internal/daemon"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+func newBenchCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure dbfork on this machine",
+	}
+	cmd.AddCommand(newBenchPoolCmd(g))
+	return cmd
+}
+
+func newBenchPoolCmd(g *globals) *cobra.Command {
+	var file, clientsFlag, backendName string
+	var cycles, minFlag, maxFlag int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "pool [-f dbfork.toml] [--clients 1,4,8] [--cycles 50]",
+		Short: "Acquire latency (p50/p99) from a warm pool with 1, 4 and 8 concurrent clients doing acquire/write/release",
+		Long: `Each client repeats: acquire a lease, insert a row, check that no other
+client's row is visible, release. Uses the store's running ` + "`dbfork serve`" + `, or
+starts a private one for the run. Pool size per scenario: --min (default:
+the number of clients) and --max (default: twice that).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var clients []int
+			for _, f := range strings.Split(clientsFlag, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || n < 1 || n > 256 {
+					return errs.Invalid("--clients %q: give a comma-separated list of counts between 1 and 256", clientsFlag)
+				}
+				clients = append(clients, n)
+			}
+			if cycles < 1 {
+				return errs.Invalid("--cycles %d: need at least 1", cycles)
+			}
+			if file == "" {
+				file = recipe.DefaultFile
+			}
+			abs, err := filepath.Abs(file)
+			if err != nil {
+				return err
+			}
+			if _, err := recipe.Load(abs); err != nil {
+				return err
+			}
+			s, err := g.openStore()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, stop, err := benchDaemon(ctx, g, s)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			if _, err := c.EnsureGolden(ctx, api.GoldenRequest{Recipe: abs}); err != nil {
+				return err
+			}
+			var results []*bench.PoolResult
+			if !asJSON {
+				fmt.Fprintf(g.stdout, "%-8s %8s %12s %12s %12s %12s %10s %9s\n", "clients", "cycles", "acquire p50", "acquire p99", "acquire max", "write p50", "cycles/s", "isolated")
+			}
+			for _, n := range clients {
+				lo, hi := n, 2*n
+				if minFlag >= 0 {
+					lo = minFlag
+				}
+				if maxFlag > 0 {
+					hi = maxFlag
+				}
+				if err := warmPool(ctx, c, abs, backendName, lo, hi); err != nil {
+					return err
+				}
+				r, err := bench.Pool(ctx, c, abs, n, cycles, lo, hi)
+				if err != nil {
+					return err
+				}
+				results = append(results, r)
+				if !asJSON {
+					fmt.Fprintf(g.stdout, "%-8d %8d %10.1fms %10.1fms %10.1fms %10.1fms %10.1f %9v\n", r.Clients, r.Cycles, r.P50Ms, r.P99Ms, r.MaxMs, r.WriteP50, r.PerSecond, r.Isolated)
+				}
+				if !r.Isolated {
+					return fmt.Errorf("isolation broken: a client saw another client's row")
+				}
+			}
+			if asJSON {
+				return printJSON(g.stdout, map[string]any{"recipe": abs, "results": results})
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "recipe file (default ./dbfork.toml)")
+	cmd.Flags().StringVar(&clientsFlag, "clients", "1,4,8", "concurrent client counts, one scenario each")
+	cmd.Flags().IntVar(&cycles, "cycles", 50, "acquire/write/release cycles per client")
+	cmd.Flags().IntVar(&minFlag, "min", -1, "pool min (default: the number of clients)")
+	cmd.Flags().IntVar(&maxFlag, "max", 0, "pool max (default: twice the number of clients)")
+	cmd.Flags().StringVar(&backendName, "backend", "auto", "clone backend")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// benchDaemon returns a client of the store's daemon, or of a private one
+// started for the bench (served on its own socket, stopped by stop).
+func benchDaemon(ctx context.Context, g *globals, s *store.Store) (*api.Client, func(), error) {
+	if c, err := api.Dial(ctx, api.SocketPath(s.Root)); err == nil {
+		return c, func() {}, nil
+	}
+	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: openEngine})
+	sock := filepath.Join(s.Root, fmt.Sprintf("bench-%d.sock", os.Getpid()))
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		_ = d.Close(context.Background())
+		return nil, nil, err
+	}
+	srv := api.NewServer(d, "", g.log)
+	go func() { _ = srv.Serve(ln) }()
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			g.log.Error("stop bench daemon", "err", err)
+		}
+		_ = srv.Shutdown(ctx)
+		_ = os.Remove(sock)
+	}
+	c, err := api.Dial(ctx, sock)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return c, stop, nil
+}
+
+// warmPool sizes the recipe's pool and waits until min instances are ready.
+func warmPool(ctx context.Context, c *api.Client, recipePath, backendName string, lo, hi int) error {
+	l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipePath, Backend: backendName, Min: &lo, Max: &hi})
+	if err != nil {
+		return err
+	}
+	if err := c.Release(ctx, l.ID); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		ps, err := c.Pools(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if p.ID == l.Pool && p.Ready >= lo && p.Discarding == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return errs.Busy("pool did not warm %d instances within 5 minutes", lo)
+}
