@@ -35,7 +35,7 @@ type PoolResult struct {
 // Pool runs one scenario against a daemon. Each cycle acquires a lease,
 // writes one row tagged with the client and cycle, checks that its
 // database holds no other tagged row, and releases the lease.
-func Pool(ctx context.Context, c *api.Client, recipe string, clients, cycles int, min, max int) (*PoolResult, error) {
+func Pool(ctx context.Context, c *api.Client, req api.AcquireRequest, clients, cycles int) (*PoolResult, error) {
 	var mu sync.Mutex
 	var acq, wr []float64
 	isolated := true
@@ -48,7 +48,7 @@ func Pool(ctx context.Context, c *api.Client, recipe string, clients, cycles int
 			defer wg.Done()
 			for j := 0; j < cycles; j++ {
 				t := time.Now()
-				l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipe, Min: &min, Max: &max})
+				l, err := c.Acquire(ctx, req)
 				a := ms(time.Since(t))
 				if err != nil {
 					mu.Lock()

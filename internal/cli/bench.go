@@ -91,7 +91,7 @@ the number of clients) and --max (default: twice that).`,
 				if err := warmPool(ctx, c, abs, backendName, lo, hi); err != nil {
 					return err
 				}
-				r, err := bench.Pool(ctx, c, abs, n, cycles, lo, hi)
+				r, err := bench.Pool(ctx, c, api.AcquireRequest{Recipe: abs, Backend: backendName, Min: &lo, Max: &hi}, n, cycles)
 				if err != nil {
 					return err
 				}

@@ -55,7 +55,10 @@ type Daemon struct {
 	o       Options
 	started time.Time
 
+	hc *golden.HashCache // input hashes, kept in memory between calls
+
 	mu      sync.Mutex
+	goldens map[string]*golden.Golden // published goldens by key
 	engines map[string]engine.Engine
 	pools   map[string]*entry
 	leases  map[string]*lease
@@ -97,6 +100,7 @@ func New(o Options) *Daemon {
 		o.Watch = 100 * time.Millisecond
 	}
 	d := &Daemon{o: o, started: time.Now().UTC(), engines: map[string]engine.Engine{},
+		hc: golden.OpenHashCache(filepath.Join(o.Store.CacheDir(), "hashes.json")), goldens: map[string]*golden.Golden{},
 		pools: map[string]*entry{}, leases: map[string]*lease{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go d.watch()
@@ -142,7 +146,10 @@ func (d *Daemon) engineFor(ctx context.Context, r *recipe.Recipe) (engine.Engine
 	return eng, nil
 }
 
-// golden builds or finds the recipe's golden.
+// golden builds or finds the recipe's golden. The key is recomputed on
+// every call (a stat per input, through the hash cache), so an edited seed
+// file is picked up by the next acquire; a golden already seen is not
+// re-read from disk.
 func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engine.Engine, *golden.Result, error) {
 	r, err := loadRecipe(path)
 	if err != nil {
@@ -152,10 +159,26 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	key, _, _, err := golden.Key(ctx, eng, r, d.hc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	d.mu.Lock()
+	g, ok := d.goldens[key]
+	d.mu.Unlock()
+	if ok {
+		if _, err := os.Stat(filepath.Join(g.Dir, golden.ManifestName)); err == nil {
+			return r, eng, &golden.Result{Golden: g}, nil
+		}
+	}
 	res, err := golden.Build(ctx, d.o.Store, eng, r, golden.Options{Log: d.o.Log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	d.hc.Save()
+	d.mu.Lock()
+	d.goldens[res.Golden.Key] = res.Golden
+	d.mu.Unlock()
 	return r, eng, res, nil
 }
 
