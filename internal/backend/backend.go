@@ -9,10 +9,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/proc"
 )
 
 // Backend is one way to clone a golden data directory.
@@ -120,9 +124,21 @@ func Select(ctx context.Context, name, dir, golden string) (Backend, string, err
 	return nil, "", errs.Unsupported("no backend works for %s: %s", dir, strings.Join(skipped, "; "))
 }
 
+// probeTTL is how long a successful probe is trusted in this process: a
+// pool starting instances back to back need not mount a test overlay
+// before every one, but a long-running daemon re-checks now and then.
+const probeTTL = 30 * time.Second
+
+var probed sync.Map // dir + "\x00" + backend name -> time.Time of the last success
+
 func usable(ctx context.Context, b Backend, dir, golden string) error {
-	if err := b.Probe(ctx, dir); err != nil {
-		return err
+	k := dir + "\x00" + b.Name()
+	if t, ok := probed.Load(k); !ok || time.Since(t.(time.Time)) > probeTTL {
+		if err := b.Probe(ctx, dir); err != nil {
+			probed.Delete(k)
+			return err
+		}
+		probed.Store(k, time.Now())
 	}
 	if gc, ok := b.(GoldenChecker); ok && golden != "" {
 		return gc.CanClone(golden)
@@ -130,12 +146,21 @@ func usable(ctx context.Context, b Backend, dir, golden string) error {
 	return nil
 }
 
+// probePrefix starts the names of probe scratch dirs; the prober's PID
+// and start time follow, so gc can tell a crashed prober's leftovers from
+// a probe running right now.
+const probePrefix = ".probe-"
+
 // probeDir makes a scratch dir below dir for a probe and returns a cleanup.
 func probeDir(dir, name string) (string, func(), error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, err
 	}
-	p, err := os.MkdirTemp(dir, ".probe-"+name+"-")
+	me, err := proc.Of(os.Getpid())
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := os.MkdirTemp(dir, fmt.Sprintf("%s%s-%d-%d-", probePrefix, name, me.PID, me.StartTime))
 	if err != nil {
 		return "", nil, err
 	}
@@ -143,6 +168,34 @@ func probeDir(dir, name string) (string, func(), error) {
 		_ = fsutil.UnmountAllUnder(p)
 		_ = fsutil.RemoveAll(p)
 	}, nil
+}
+
+// ReapProbes removes probe scratch dirs below dir whose prober died (a
+// crash mid-probe can leave one, even with an overlay mounted in it) and
+// returns their paths.
+func ReapProbes(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), probePrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		parts := strings.Split(rest, "-") // name, pid, start time, random
+		if len(parts) != 4 {
+			continue
+		}
+		pid, err1 := strconv.Atoi(parts[1])
+		start, err2 := strconv.ParseUint(parts[2], 10, 64)
+		if err1 != nil || err2 != nil || (proc.Identity{PID: pid, StartTime: start}).Alive() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if fsutil.UnmountAllUnder(p) == nil && fsutil.RemoveAll(p) == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // NewDataDir creates the directory a golden is built in: a btrfs subvolume

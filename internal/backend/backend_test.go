@@ -2,12 +2,15 @@ package backend_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/backend/backendtest"
+	"github.com/dbfork/dbfork/internal/proc"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
 
@@ -89,5 +92,31 @@ func TestBtrfsNeedsSubvolumeGolden(t *testing.T) {
 	}
 	if b.Name() != "reflink" {
 		t.Fatalf("auto for a non-subvolume golden on btrfs chose %s, want reflink", b.Name())
+	}
+}
+
+// gc removes the probe dirs of dead probers and leaves live ones alone.
+func TestReapProbes(t *testing.T) {
+	dir := t.TempDir()
+	me, err := proc.Of(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := filepath.Join(dir, fmt.Sprintf(".probe-overlay-%d-%d-123", me.PID, me.StartTime))
+	dead := filepath.Join(dir, fmt.Sprintf(".probe-overlay-%d-%d-456", me.PID, me.StartTime+1))
+	other := filepath.Join(dir, "abcdef12")
+	for _, d := range []string{live, dead, other} {
+		if err := os.MkdirAll(filepath.Join(d, "upper"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := backend.ReapProbes(dir)
+	if len(got) != 1 || got[0] != dead {
+		t.Fatalf("reaped %v, want only %s", got, dead)
+	}
+	for _, d := range []string{live, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s removed: %v", d, err)
+		}
 	}
 }

@@ -126,7 +126,11 @@ func (e *env) assertNothingLeft() {
 	}
 	entries, _ := os.ReadDir(filepath.Join(e.store, "instances"))
 	if len(entries) > 0 {
-		e.t.Errorf("instances dir not empty: %d entries", len(entries))
+		var names []string
+		for _, en := range entries {
+			names = append(names, en.Name())
+		}
+		e.t.Errorf("instances dir not empty: %v", names)
 	}
 	testenv.AssertClean(e.t, e.root)
 }

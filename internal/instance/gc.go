@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/lockfile"
 	"github.com/dbfork/dbfork/internal/store"
 )
@@ -24,6 +25,9 @@ type Reaped struct {
 func GC(ctx context.Context, s *store.Store, all bool) []Reaped {
 	entries, _ := os.ReadDir(s.InstancesDir())
 	var out []Reaped
+	for _, p := range backend.ReapProbes(s.InstancesDir()) {
+		out = append(out, Reaped{ID: filepath.Base(p), Reason: "a backend probe whose process died"})
+	}
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() && validID(name) {
