@@ -11,7 +11,7 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // MariaDB/MySQL leases
-	_ "github.com/jackc/pgx/v5/stdlib"  // PostgreSQL leases
+	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL leases
 
 	"github.com/dbfork/dbfork/internal/api"
 )

@@ -16,3 +16,20 @@ func TestQuantile(t *testing.T) {
 		t.Error("Quantile sorted its input in place")
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"100M": 100 << 20, "1G": 1 << 30, "1.5G": 3 << 29, "2048K": 2 << 20, "1GiB": 1 << 30, "5g": 5 << 30} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "abc", "-1G", "0", "10K", "1X"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) accepted", bad)
+		}
+	}
+	if FormatSize(1<<30) != "1G" || FormatSize(100<<20) != "100M" {
+		t.Errorf("FormatSize: %s %s", FormatSize(1<<30), FormatSize(100<<20))
+	}
+}

@@ -16,17 +16,101 @@ import (
 	"github.com/dbfork/dbfork/internal/bench"
 	"github.com/dbfork/dbfork/internal/daemon"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/progress"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
+	var engineName, sizes, methods string
+	var runs int
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Measure dbfork on this machine",
+		Use:   "bench [--engine postgres|mariadb] [--sizes 100M,1G] [--runs 3]",
+		Short: "Clone and first-write figures for every backend that works here, next to a plain copy and CREATE DATABASE … TEMPLATE",
+		Long: `bench generates a dataset of each size (pgbench-style tables for
+PostgreSQL, sysbench-style for MariaDB/MySQL, made by the server itself),
+builds its golden (cached in the store), then for each run and each
+method — every backend that works for the store, plus the baselines a
+user would otherwise use — makes a clone, starts a server on it, times 10
+single-row inserts into the largest table (one client command each) and
+measures the disk the clone owns afterwards. The order of methods rotates
+between runs. Figures are medians with min–max over the runs.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runs < 1 || runs > 100 {
+				return errs.Invalid("--runs %d: give 1 to 100", runs)
+			}
+			var sz []int64
+			for _, f := range strings.Split(sizes, ",") {
+				n, err := bench.ParseSize(f)
+				if err != nil {
+					return err
+				}
+				sz = append(sz, n)
+			}
+			var ms []string
+			if methods != "" {
+				ms = strings.Split(methods, ",")
+			}
+			s, err := g.openStore()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var all []*bench.CloneResult
+			for _, n := range sz {
+				ds, err := bench.WriteDataset(filepath.Join(s.Root, "bench", engineName+"-"+bench.FormatSize(n)), engineName, n)
+				if err != nil {
+					return err
+				}
+				r, err := recipe.Load(ds.Recipe)
+				if err != nil {
+					return err
+				}
+				eng, err := openEngine(ctx, r)
+				if err != nil {
+					return err
+				}
+				res, err := bench.Clone(ctx, s, eng, ds, bench.CloneOptions{Runs: runs, Methods: ms, Progress: progress.New(g.stderr)})
+				if err != nil {
+					return err
+				}
+				all = append(all, res)
+				if !asJSON {
+					printClone(g, res)
+				}
+			}
+			if asJSON {
+				return printJSON(g.stdout, map[string]any{"results": all})
+			}
+			return nil
+		},
 	}
+	cmd.Flags().StringVar(&engineName, "engine", "postgres", "postgres, mariadb or mysql")
+	cmd.Flags().StringVar(&sizes, "sizes", "100M", "dataset sizes, e.g. 100M,1G,5G")
+	cmd.Flags().StringVar(&methods, "methods", "", "comma-separated methods (default: every backend that works here, copy, and for PostgreSQL template:wal_log,template:file_copy)")
+	cmd.Flags().IntVar(&runs, "runs", 3, "repetitions of every method")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(newBenchPoolCmd(g))
 	return cmd
+}
+
+func printClone(g *globals, r *bench.CloneResult) {
+	fmt.Fprintf(g.stdout, "\n%s, %s (golden %.0f MiB, %d rows in %s), auto picks %s; median (min–max) of %d runs\n",
+		r.Version, r.Size, float64(r.GoldenBytes)/(1<<20), r.Rows, r.Table, r.Auto, r.Runs)
+	fmt.Fprintf(g.stdout, "%-20s %-22s %-22s %-22s %-22s %-22s\n", "method", "clone ms", "clone+ready ms", "1st write ms", "later writes ms", "clone owns MiB")
+	f := func(s bench.Stat) string {
+		return fmt.Sprintf("%.1f (%.1f–%.1f)", s.Median, s.Min, s.Max)
+	}
+	for _, m := range r.Methods {
+		name := m.Method
+		if m.Baseline {
+			name += " *"
+		}
+		fmt.Fprintf(g.stdout, "%-20s %-22s %-22s %-22s %-22s %-22s\n", name, f(m.Clone), f(m.Ready), f(m.FirstWrite), f(m.LaterWrite), f(m.PrivateMiB))
+	}
+	fmt.Fprintln(g.stdout, "* baseline: what a user does without dbfork")
 }
 
 func newBenchPoolCmd(g *globals) *cobra.Command {

@@ -1,0 +1,280 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/progress"
+	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// Writes is how many single-row writes each sample times.
+const Writes = 10
+
+// Sample is one clone made and written to by one method.
+type Sample struct {
+	CloneMs      float64   `json:"clone_ms"`
+	ReadyMs      float64   `json:"ready_ms"` // clone + server start + first query
+	WritesMs     []float64 `json:"writes_ms"`
+	PrivateBytes int64     `json:"private_bytes"` // disk the clone owns after the writes
+}
+
+// Stat is a median with its range over samples.
+type Stat struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// MethodResult is every sample of one method, and their summary.
+type MethodResult struct {
+	Method     string   `json:"method"`
+	Baseline   bool     `json:"baseline"` // what users do without dbfork
+	Note       string   `json:"note,omitempty"`
+	Samples    []Sample `json:"samples"`
+	Clone      Stat     `json:"clone_ms"`
+	Ready      Stat     `json:"ready_ms"`
+	FirstWrite Stat     `json:"first_write_ms"`
+	LaterWrite Stat     `json:"later_write_ms"` // per sample: the median of writes 2..10
+	PrivateMiB Stat     `json:"private_mib"`
+}
+
+// CloneResult is one engine and size.
+type CloneResult struct {
+	Engine      string         `json:"engine"`
+	Version     string         `json:"version"`
+	Size        string         `json:"size"`
+	GoldenBytes int64          `json:"golden_bytes"`
+	Golden      string         `json:"golden"`
+	Table       string         `json:"table"`
+	Rows        int64          `json:"rows"`
+	Auto        string         `json:"auto"` // the backend `auto` picks here
+	Runs        int            `json:"runs"`
+	BuildS      float64        `json:"build_seconds,omitempty"`
+	Methods     []MethodResult `json:"methods"`
+}
+
+// CloneOptions tune a clone benchmark.
+type CloneOptions struct {
+	Runs     int
+	Methods  []string // empty: every backend that works here, plus the baselines
+	Progress *progress.Reporter
+}
+
+// Clone builds the dataset's golden and measures every method, Runs
+// times, rotating the order each run so machine drift hits all alike.
+func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, o CloneOptions) (*CloneResult, error) {
+	r, err := recipe.Load(ds.Recipe)
+	if err != nil {
+		return nil, err
+	}
+	o.Progress.Step(fmt.Sprintf("golden: %s %s", ds.Engine, FormatSize(ds.Size)))
+	t0 := time.Now()
+	res, err := golden.Build(ctx, s, eng, r, golden.Options{})
+	if err != nil {
+		return nil, err
+	}
+	g := res.Golden
+	out := &CloneResult{Engine: ds.Engine, Version: g.Manifest.EngineVersion, Size: FormatSize(ds.Size),
+		GoldenBytes: g.Manifest.TotalBytes, Golden: g.Key, Table: ds.Table, Rows: ds.Rows, Runs: o.Runs}
+	if res.Built {
+		out.BuildS = time.Since(t0).Seconds()
+	}
+	if b, _, err := backend.Select(ctx, "auto", s.InstancesDir(), g.DataDir()); err == nil {
+		out.Auto = b.Name()
+	}
+	methods := o.Methods
+	if len(methods) == 0 {
+		for _, n := range backend.Names {
+			if _, _, err := backend.Select(ctx, n, s.InstancesDir(), g.DataDir()); err == nil {
+				methods = append(methods, n)
+			}
+		}
+		if ds.Engine == "postgres" {
+			methods = append(methods, "template:wal_log", "template:file_copy")
+		}
+	}
+	var host *instance.Instance // the server CREATE DATABASE … TEMPLATE runs on
+	defer func() {
+		if host != nil {
+			_ = host.Destroy(context.Background(), s)
+		}
+	}()
+	byName := map[string]*MethodResult{}
+	for _, m := range methods {
+		mr := &MethodResult{Method: m}
+		switch {
+		case m == "copy":
+			mr.Baseline, mr.Note = true, "plain copy of the data dir, then a server on it"
+		case strings.HasPrefix(m, "template:"):
+			mr.Baseline, mr.Note = true, "CREATE DATABASE … TEMPLATE on a running server (STRATEGY "+strings.ToUpper(strings.TrimPrefix(m, "template:"))+")"
+			if ds.Engine != "postgres" {
+				return nil, fmt.Errorf("method %s is PostgreSQL only", m)
+			}
+		default:
+			if _, err := backend.Get(m); err != nil {
+				return nil, err
+			}
+		}
+		byName[m] = mr
+	}
+	for run := 0; run < o.Runs; run++ {
+		for i := range methods {
+			m := methods[(i+run)%len(methods)]
+			o.Progress.Step(fmt.Sprintf("%s %s: run %d/%d, %s", ds.Engine, FormatSize(ds.Size), run+1, o.Runs, m))
+			var smp *Sample
+			if strings.HasPrefix(m, "template:") {
+				if host == nil {
+					if host, err = instance.Create(ctx, s, eng, g, instance.Options{Backend: "auto"}); err != nil {
+						return nil, fmt.Errorf("template host: %w", err)
+					}
+				}
+				smp, err = templateSample(ctx, host, ds, strings.TrimPrefix(m, "template:"), run)
+			} else {
+				smp, err = cloneSample(ctx, s, eng, g, ds, m)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", m, err)
+			}
+			byName[m].Samples = append(byName[m].Samples, *smp)
+		}
+	}
+	o.Progress.Done(false)
+	for _, m := range methods {
+		mr := byName[m]
+		mr.summarize()
+		out.Methods = append(out.Methods, *mr)
+	}
+	return out, nil
+}
+
+func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, ds *Dataset, b string) (*Sample, error) {
+	in, err := instance.Create(ctx, s, eng, g, instance.Options{Backend: b})
+	if err != nil {
+		return nil, err
+	}
+	defer in.Destroy(context.Background(), s)
+	st := in.State
+	smp := &Sample{CloneMs: st.CloneMs, ReadyMs: st.ReadyMs}
+	if smp.WritesMs, err = writes(ctx, ds, st.Conn.Env, ""); err != nil {
+		return nil, err
+	}
+	// What the clone owns: an overlay's upper dir, else the clone itself
+	// minus the extents it still shares with the golden.
+	dir := st.DataDir
+	if st.Backend == "overlay" {
+		dir = st.Scratch
+	}
+	if smp.PrivateBytes, err = fsutil.PrivateBytes(dir); err != nil {
+		return nil, err
+	}
+	return smp, nil
+}
+
+// templateSample measures CREATE DATABASE … TEMPLATE on a running server:
+// "clone" is the statement, "ready" adds the first query on the new db.
+func templateSample(ctx context.Context, host *instance.Instance, ds *Dataset, strategy string, run int) (*Sample, error) {
+	// The template may have no other sessions: talk from another database.
+	admin, err := pgx.Connect(ctx, strings.Replace(host.State.Conn.URL, "/"+ds.Database+"?", "/postgres?", 1))
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close(context.Background())
+	name := fmt.Sprintf("bench_%s_%d", strategy, run)
+	t0 := time.Now()
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s STRATEGY %s", name, ds.Database, strategy)); err != nil {
+		return nil, err
+	}
+	defer admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name)
+	smp := &Sample{CloneMs: ms(time.Since(t0))}
+	nc, err := pgx.Connect(ctx, strings.Replace(host.State.Conn.URL, "/"+ds.Database+"?", "/"+name+"?", 1))
+	if err != nil {
+		return nil, err
+	}
+	var one int
+	err = nc.QueryRow(ctx, "SELECT 1").Scan(&one)
+	nc.Close(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	smp.ReadyMs = ms(time.Since(t0))
+	if smp.WritesMs, err = writes(ctx, ds, host.State.Conn.Env, name); err != nil {
+		return nil, err
+	}
+	var size int64
+	if err := admin.QueryRow(ctx, "SELECT pg_database_size($1)", name).Scan(&size); err != nil {
+		return nil, err
+	}
+	smp.PrivateBytes = size
+	return smp, nil
+}
+
+// writes times Writes single-row inserts into the dataset's largest
+// table, one client command each, as a test script would.
+func writes(ctx context.Context, ds *Dataset, env map[string]string, db string) ([]float64, error) {
+	var out []float64
+	for i := 1; i <= Writes; i++ {
+		var cmd *exec.Cmd
+		if ds.Engine == "postgres" {
+			if db == "" {
+				db = env["PGDATABASE"]
+			}
+			sql := fmt.Sprintf("INSERT INTO %s (aid, bid, abalance, filler) VALUES (%d, 1, 0, '')", ds.Table, ds.Rows+int64(i))
+			cmd = exec.CommandContext(ctx, "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", env["PGPORT"], "-U", env["PGUSER"], "-d", db, "-c", sql)
+			cmd.Env = append(os.Environ(), "PGPASSWORD="+env["PGPASSWORD"])
+		} else {
+			client := "mariadb"
+			if ds.Engine == "mysql" {
+				client = "mysql"
+			}
+			sql := fmt.Sprintf("INSERT INTO %s (k, c, pad) VALUES (%d, 'x', 'y')", ds.Table, i)
+			cmd = exec.CommandContext(ctx, client, "--no-defaults", "-h", "127.0.0.1", "-P", env["MYSQL_PORT"], "-u", env["MYSQL_USER"], env["MYSQL_DATABASE"], "-e", sql)
+			cmd.Env = append(os.Environ(), "MYSQL_PWD="+env["MYSQL_PWD"])
+		}
+		t := time.Now()
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("write %d: %v: %s", i, err, strings.TrimSpace(string(b)))
+		}
+		out = append(out, ms(time.Since(t)))
+	}
+	return out, nil
+}
+
+func (mr *MethodResult) summarize() {
+	var clone, ready, first, later, priv []float64
+	for _, s := range mr.Samples {
+		clone, ready = append(clone, s.CloneMs), append(ready, s.ReadyMs)
+		if len(s.WritesMs) > 0 {
+			first = append(first, s.WritesMs[0])
+			later = append(later, Quantile(s.WritesMs[1:], 0.5))
+		}
+		priv = append(priv, float64(s.PrivateBytes)/(1<<20))
+	}
+	mr.Clone, mr.Ready, mr.FirstWrite, mr.LaterWrite, mr.PrivateMiB = stat(clone), stat(ready), stat(first), stat(later), stat(priv)
+}
+
+func stat(xs []float64) Stat {
+	if len(xs) == 0 {
+		return Stat{}
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return Stat{Median: med, Min: s[0], Max: s[len(s)-1]}
+}

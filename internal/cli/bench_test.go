@@ -1,0 +1,64 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/dbfork/dbfork/internal/bench"
+)
+
+// `dbfork bench` measures every method with real clones and servers and
+// leaves nothing behind; on ext4 that is overlay, copy and both template
+// strategies.
+func TestBenchClone(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("bench", "--sizes", "2M", "--runs", "2", "--json")
+	if r.code != 0 {
+		t.Fatalf("bench: %d %s", r.code, r.stderr)
+	}
+	var out struct{ Results []bench.CloneResult }
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out.Results) != 1 {
+		t.Fatalf("bench --json: %v %s", err, r.stdout)
+	}
+	res := out.Results[0]
+	got := map[string]bench.MethodResult{}
+	for _, m := range res.Methods {
+		got[m.Method] = m
+		if len(m.Samples) != 2 {
+			t.Errorf("%s: %d samples, want 2", m.Method, len(m.Samples))
+		}
+		for _, s := range m.Samples {
+			if len(s.WritesMs) != bench.Writes || s.ReadyMs < s.CloneMs || s.CloneMs <= 0 {
+				t.Errorf("%s: sample %+v", m.Method, s)
+			}
+		}
+	}
+	for _, want := range []string{"overlay", "copy", "template:wal_log", "template:file_copy"} {
+		if _, ok := got[want]; !ok {
+			t.Errorf("method %s missing: %v", want, res.Methods)
+		}
+	}
+	// A plain copy owns the whole golden; an overlay clone a part of it.
+	golden := float64(res.GoldenBytes) / (1 << 20)
+	if c := got["copy"].PrivateMiB.Median; c < golden*0.9 {
+		t.Errorf("copy owns %.1f MiB of a %.1f MiB golden", c, golden)
+	}
+	if o := got["overlay"].PrivateMiB.Median; o <= 0 || o >= golden {
+		t.Errorf("overlay clone owns %.1f MiB of a %.1f MiB golden", o, golden)
+	}
+	if res.Auto != "overlay" || res.Rows <= 0 || !strings.HasPrefix(res.Table, "pgbench") {
+		t.Errorf("result %+v", res)
+	}
+	// The table form names every method.
+	text := e.mustRun("bench", "--sizes", "2M", "--runs", "1", "--methods", "overlay").stdout
+	if !strings.Contains(text, "overlay") || !strings.Contains(text, "clone+ready ms") {
+		t.Errorf("table: %s", text)
+	}
+	for _, bad := range [][]string{{"bench", "--sizes", "1X"}, {"bench", "--runs", "0"}, {"bench", "--engine", "oracle"}, {"bench", "--methods", "zfs"}} {
+		if r := e.run(bad...); r.code != 2 {
+			t.Errorf("%v: exit %d %q, want 2", bad, r.code, r.stderr)
+		}
+	}
+	e.assertNothingLeft()
+}
