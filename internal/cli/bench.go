@@ -98,7 +98,7 @@ between runs. Figures are medians with min–max over the runs.`,
 
 func printClone(g *globals, r *bench.CloneResult) {
 	fmt.Fprintf(g.stdout, "\n%s, %s (golden %.0f MiB, %d rows in %s), auto picks %s; median (min–max) of %d runs\n",
-		r.Version, r.Size, float64(r.GoldenBytes)/(1<<20), r.Rows, r.Table, r.Auto, r.Runs)
+		r.Engine+" "+shortVersion(r.Version), r.Size, float64(r.GoldenBytes)/(1<<20), r.Rows, r.Table, r.Auto, r.Runs)
 	fmt.Fprintf(g.stdout, "%-20s %-22s %-22s %-22s %-22s %-22s\n", "method", "clone ms", "clone+ready ms", "1st write ms", "later writes ms", "clone owns MiB")
 	f := func(s bench.Stat) string {
 		return fmt.Sprintf("%.1f (%.1f–%.1f)", s.Median, s.Min, s.Max)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 )
@@ -31,6 +32,23 @@ func newLsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Ask the store's daemon, if one runs, which instances are leased.
+			leased := map[string]int{}
+			if c, err := api.Dial(cmd.Context(), api.SocketPath(s.Root)); err == nil {
+				if ls, err := c.Leases(cmd.Context()); err == nil {
+					for _, l := range ls {
+						leased[l.ID] = l.HolderPID
+					}
+				}
+			}
+			view := func(st *instance.State) instance.View {
+				v := st.Public()
+				if pid, ok := leased[v.ID]; ok {
+					v.LeasedBy = pid
+					v.Status = "leased"
+				}
+				return v
+			}
 			if asJSON {
 				type gv struct {
 					Key           string    `json:"key"`
@@ -50,7 +68,7 @@ func newLsCmd(g *globals) *cobra.Command {
 					out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir})
 				}
 				for _, st := range insts {
-					out.Instances = append(out.Instances, st.Public())
+					out.Instances = append(out.Instances, view(st))
 				}
 				return printJSON(g.stdout, out)
 			}
@@ -64,7 +82,7 @@ func newLsCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, "INSTANCE\tGOLDEN\tBACKEND\tSTATUS\tPORT\tDSN")
 			for _, st := range insts {
-				v := st.Public()
+				v := view(st)
 				key := v.Golden
 				if len(key) > 12 {
 					key = key[:12]

@@ -103,6 +103,13 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return len(e.leases(c)) == 1 })
+	leasedSeen := false
+	for _, in := range e.ls().Instances {
+		leasedSeen = leasedSeen || in.Status == "leased"
+	}
+	if !leasedSeen {
+		t.Errorf("ls does not show the leased instance: %+v", e.ls().Instances)
+	}
 	_ = killed.Process.Kill()
 	_ = killed.Wait()
 	if b, err := os.ReadFile(pidFile); err == nil {

@@ -179,6 +179,7 @@ type View struct {
 	Created    time.Time         `json:"created"`
 	CloneMs    float64           `json:"clone_ms"`
 	ReadyMs    float64           `json:"ready_ms"`
+	LeasedBy   int               `json:"leased_by_pid,omitempty"` // set by `ls` when `dbfork serve` leased it out
 }
 
 // Public describes the instance for output. Status "dead" means the record
