@@ -30,6 +30,7 @@ type Sample struct {
 	ReadyMs      float64   `json:"ready_ms"` // clone + server start + first query
 	WritesMs     []float64 `json:"writes_ms"`
 	PrivateBytes int64     `json:"private_bytes"` // disk the clone owns after the writes
+	Workload     *Workload `json:"workload,omitempty"`
 }
 
 // Stat is a median with its range over samples.
@@ -50,6 +51,8 @@ type MethodResult struct {
 	FirstWrite Stat     `json:"first_write_ms"`
 	LaterWrite Stat     `json:"later_write_ms"` // per sample: the median of writes 2..10
 	PrivateMiB Stat     `json:"private_mib"`
+	TPS        Stat     `json:"workload_tps"`
+	WorkMaxMs  Stat     `json:"workload_max_ms"`
 }
 
 // CloneResult is one engine and size.
@@ -72,6 +75,10 @@ type CloneOptions struct {
 	Runs     int
 	Methods  []string // empty: every backend that works here, plus the baselines
 	Progress *progress.Reporter
+	// Workload runs a steady-state update workload on each clone after
+	// the first writes (0: skip), with WorkloadClients connections.
+	Workload        time.Duration
+	WorkloadClients int
 }
 
 // Clone builds the dataset's golden and measures every method, Runs
@@ -142,9 +149,9 @@ func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, 
 						return nil, fmt.Errorf("template host: %w", err)
 					}
 				}
-				smp, err = templateSample(ctx, host, ds, strings.TrimPrefix(m, "template:"), run)
+				smp, err = templateSample(ctx, host, ds, strings.TrimPrefix(m, "template:"), run, o)
 			} else {
-				smp, err = cloneSample(ctx, s, eng, g, ds, m)
+				smp, err = cloneSample(ctx, s, eng, g, ds, m, o)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", m, err)
@@ -161,7 +168,7 @@ func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, 
 	return out, nil
 }
 
-func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, ds *Dataset, b string) (*Sample, error) {
+func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, ds *Dataset, b string, o CloneOptions) (*Sample, error) {
 	in, err := instance.Create(ctx, s, eng, g, instance.Options{Backend: b})
 	if err != nil {
 		return nil, err
@@ -172,8 +179,8 @@ func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *gold
 	if smp.WritesMs, err = writes(ctx, ds, st.Conn.Env, ""); err != nil {
 		return nil, err
 	}
-	// What the clone owns: an overlay's upper dir, else the clone itself
-	// minus the extents it still shares with the golden.
+	// What the clone owns after the writes: an overlay's upper dir, else
+	// the clone itself minus the extents it still shares with the golden.
 	dir := st.DataDir
 	if st.Backend == "overlay" {
 		dir = st.Scratch
@@ -181,12 +188,17 @@ func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *gold
 	if smp.PrivateBytes, err = fsutil.PrivateBytes(dir); err != nil {
 		return nil, err
 	}
+	if o.Workload > 0 {
+		if smp.Workload, err = runWorkload(ctx, ds, st.Conn.Env, "", o.Workload, o.WorkloadClients); err != nil {
+			return nil, err
+		}
+	}
 	return smp, nil
 }
 
 // templateSample measures CREATE DATABASE … TEMPLATE on a running server:
 // "clone" is the statement, "ready" adds the first query on the new db.
-func templateSample(ctx context.Context, host *instance.Instance, ds *Dataset, strategy string, run int) (*Sample, error) {
+func templateSample(ctx context.Context, host *instance.Instance, ds *Dataset, strategy string, run int, o CloneOptions) (*Sample, error) {
 	// The template may have no other sessions: talk from another database.
 	admin, err := pgx.Connect(ctx, strings.Replace(host.State.Conn.URL, "/"+ds.Database+"?", "/postgres?", 1))
 	if err != nil {
@@ -219,6 +231,11 @@ func templateSample(ctx context.Context, host *instance.Instance, ds *Dataset, s
 		return nil, err
 	}
 	smp.PrivateBytes = size
+	if o.Workload > 0 {
+		if smp.Workload, err = runWorkload(ctx, ds, host.State.Conn.Env, name, o.Workload, o.WorkloadClients); err != nil {
+			return nil, err
+		}
+	}
 	return smp, nil
 }
 
@@ -254,8 +271,11 @@ func writes(ctx context.Context, ds *Dataset, env map[string]string, db string) 
 }
 
 func (mr *MethodResult) summarize() {
-	var clone, ready, first, later, priv []float64
+	var clone, ready, first, later, priv, tps, wmax []float64
 	for _, s := range mr.Samples {
+		if s.Workload != nil {
+			tps, wmax = append(tps, s.Workload.TPS), append(wmax, s.Workload.MaxMs)
+		}
 		clone, ready = append(clone, s.CloneMs), append(ready, s.ReadyMs)
 		if len(s.WritesMs) > 0 {
 			first = append(first, s.WritesMs[0])
@@ -264,6 +284,7 @@ func (mr *MethodResult) summarize() {
 		priv = append(priv, float64(s.PrivateBytes)/(1<<20))
 	}
 	mr.Clone, mr.Ready, mr.FirstWrite, mr.LaterWrite, mr.PrivateMiB = stat(clone), stat(ready), stat(first), stat(later), stat(priv)
+	mr.TPS, mr.WorkMaxMs = stat(tps), stat(wmax)
 }
 
 func stat(xs []float64) Stat {

@@ -23,7 +23,8 @@ import (
 
 func newBenchCmd(g *globals) *cobra.Command {
 	var engineName, sizes, methods string
-	var runs int
+	var runs, workClients int
+	var workload time.Duration
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "bench [--engine postgres|mariadb] [--sizes 100M,1G] [--runs 3]",
@@ -40,6 +41,9 @@ between runs. Figures are medians with min–max over the runs.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runs < 1 || runs > 100 {
 				return errs.Invalid("--runs %d: give 1 to 100", runs)
+			}
+			if workload < 0 || workClients < 1 || workClients > 64 {
+				return errs.Invalid("--workload %s --workload-clients %d: need a duration >= 0 and 1 to 64 clients", workload, workClients)
 			}
 			var sz []int64
 			for _, f := range strings.Split(sizes, ",") {
@@ -72,7 +76,8 @@ between runs. Figures are medians with min–max over the runs.`,
 				if err != nil {
 					return err
 				}
-				res, err := bench.Clone(ctx, s, eng, ds, bench.CloneOptions{Runs: runs, Methods: ms, Progress: progress.New(g.stderr)})
+				res, err := bench.Clone(ctx, s, eng, ds, bench.CloneOptions{Runs: runs, Methods: ms, Progress: progress.New(g.stderr),
+					Workload: workload, WorkloadClients: workClients})
 				if err != nil {
 					return err
 				}
@@ -91,6 +96,8 @@ between runs. Figures are medians with min–max over the runs.`,
 	cmd.Flags().StringVar(&sizes, "sizes", "100M", "dataset sizes, e.g. 100M,1G,5G")
 	cmd.Flags().StringVar(&methods, "methods", "", "comma-separated methods (default: every backend that works here, copy, and for PostgreSQL template:wal_log,template:file_copy)")
 	cmd.Flags().IntVar(&runs, "runs", 3, "repetitions of every method")
+	cmd.Flags().DurationVar(&workload, "workload", 10*time.Second, "steady-state update workload per clone after the first writes (0 to skip)")
+	cmd.Flags().IntVar(&workClients, "workload-clients", 2, "connections running the workload")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(newBenchPoolCmd(g))
 	return cmd
@@ -99,7 +106,7 @@ between runs. Figures are medians with min–max over the runs.`,
 func printClone(g *globals, r *bench.CloneResult) {
 	fmt.Fprintf(g.stdout, "\n%s, %s (golden %.0f MiB, %d rows in %s), auto picks %s; median (min–max) of %d runs\n",
 		r.Engine+" "+shortVersion(r.Version), r.Size, float64(r.GoldenBytes)/(1<<20), r.Rows, r.Table, r.Auto, r.Runs)
-	fmt.Fprintf(g.stdout, "%-20s %-22s %-22s %-22s %-22s %-22s\n", "method", "clone ms", "clone+ready ms", "1st write ms", "later writes ms", "clone owns MiB")
+	fmt.Fprintf(g.stdout, "%-20s %-22s %-22s %-22s %-22s %-22s %-22s %-22s\n", "method", "clone ms", "clone+ready ms", "1st write ms", "later writes ms", "clone owns MiB", "workload tps", "workload max ms")
 	f := func(s bench.Stat) string {
 		return fmt.Sprintf("%.1f (%.1f–%.1f)", s.Median, s.Min, s.Max)
 	}
@@ -108,7 +115,7 @@ func printClone(g *globals, r *bench.CloneResult) {
 		if m.Baseline {
 			name += " *"
 		}
-		fmt.Fprintf(g.stdout, "%-20s %-22s %-22s %-22s %-22s %-22s\n", name, f(m.Clone), f(m.Ready), f(m.FirstWrite), f(m.LaterWrite), f(m.PrivateMiB))
+		fmt.Fprintf(g.stdout, "%-20s %-22s %-22s %-22s %-22s %-22s %-22s %-22s\n", name, f(m.Clone), f(m.Ready), f(m.FirstWrite), f(m.LaterWrite), f(m.PrivateMiB), f(m.TPS), f(m.WorkMaxMs))
 	}
 	fmt.Fprintln(g.stdout, "* baseline: what a user does without dbfork")
 }

@@ -13,7 +13,7 @@ import (
 // strategies.
 func TestBenchClone(t *testing.T) {
 	e := newEnv(t)
-	r := e.run("bench", "--sizes", "2M", "--runs", "2", "--json")
+	r := e.run("bench", "--sizes", "2M", "--runs", "2", "--workload", "500ms", "--json")
 	if r.code != 0 {
 		t.Fatalf("bench: %d %s", r.code, r.stderr)
 	}
@@ -29,7 +29,7 @@ func TestBenchClone(t *testing.T) {
 			t.Errorf("%s: %d samples, want 2", m.Method, len(m.Samples))
 		}
 		for _, s := range m.Samples {
-			if len(s.WritesMs) != bench.Writes || s.ReadyMs < s.CloneMs || s.CloneMs <= 0 {
+			if len(s.WritesMs) != bench.Writes || s.ReadyMs < s.CloneMs || s.CloneMs <= 0 || s.Workload == nil || s.Workload.Ops == 0 {
 				t.Errorf("%s: sample %+v", m.Method, s)
 			}
 		}
@@ -51,11 +51,11 @@ func TestBenchClone(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 	// The table form names every method.
-	text := e.mustRun("bench", "--sizes", "2M", "--runs", "1", "--methods", "overlay").stdout
+	text := e.mustRun("bench", "--sizes", "2M", "--runs", "1", "--methods", "overlay", "--workload", "0").stdout
 	if !strings.Contains(text, "overlay") || !strings.Contains(text, "clone+ready ms") {
 		t.Errorf("table: %s", text)
 	}
-	for _, bad := range [][]string{{"bench", "--sizes", "1X"}, {"bench", "--runs", "0"}, {"bench", "--engine", "oracle"}, {"bench", "--methods", "zfs"}} {
+	for _, bad := range [][]string{{"bench", "--sizes", "1X"}, {"bench", "--runs", "0"}, {"bench", "--engine", "oracle"}, {"bench", "--methods", "zfs"}, {"bench", "--workload-clients", "0"}} {
 		if r := e.run(bad...); r.code != 2 {
 			t.Errorf("%v: exit %d %q, want 2", bad, r.code, r.stderr)
 		}
