@@ -31,6 +31,7 @@ type Sample struct {
 	WritesMs     []float64 `json:"writes_ms"`
 	PrivateBytes int64     `json:"private_bytes"` // disk the clone owns after the writes
 	Workload     *Workload `json:"workload,omitempty"`
+	PrewarmMs    float64   `json:"prewarm_ms,omitempty"`
 }
 
 // Stat is a median with its range over samples.
@@ -79,6 +80,9 @@ type CloneOptions struct {
 	// the first writes (0: skip), with WorkloadClients connections.
 	Workload        time.Duration
 	WorkloadClients int
+	// Prewarm reads each clone once before measuring its writes, as the
+	// pool does before handing an instance out.
+	Prewarm bool
 }
 
 // Clone builds the dataset's golden and measures every method, Runs
@@ -176,6 +180,13 @@ func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *gold
 	defer in.Destroy(context.Background(), s)
 	st := in.State
 	smp := &Sample{CloneMs: st.CloneMs, ReadyMs: st.ReadyMs}
+	if o.Prewarm {
+		pw, err := instance.Prewarm(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		smp.PrewarmMs = pw.Ms
+	}
 	if smp.WritesMs, err = writes(ctx, ds, st.Conn.Env, ""); err != nil {
 		return nil, err
 	}

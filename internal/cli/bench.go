@@ -25,7 +25,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var engineName, sizes, methods string
 	var runs, workClients int
 	var workload time.Duration
-	var asJSON bool
+	var asJSON, prewarm bool
 	cmd := &cobra.Command{
 		Use:   "bench [--engine postgres|mariadb] [--sizes 100M,1G] [--runs 3]",
 		Short: "Clone and first-write figures for every backend that works here, next to a plain copy and CREATE DATABASE … TEMPLATE",
@@ -77,7 +77,7 @@ between runs. Figures are medians with min–max over the runs.`,
 					return err
 				}
 				res, err := bench.Clone(ctx, s, eng, ds, bench.CloneOptions{Runs: runs, Methods: ms, Progress: progress.New(g.stderr),
-					Workload: workload, WorkloadClients: workClients})
+					Workload: workload, WorkloadClients: workClients, Prewarm: prewarm})
 				if err != nil {
 					return err
 				}
@@ -98,6 +98,7 @@ between runs. Figures are medians with min–max over the runs.`,
 	cmd.Flags().IntVar(&runs, "runs", 3, "repetitions of every method")
 	cmd.Flags().DurationVar(&workload, "workload", 10*time.Second, "steady-state update workload per clone after the first writes (0 to skip)")
 	cmd.Flags().IntVar(&workClients, "workload-clients", 2, "connections running the workload")
+	cmd.Flags().BoolVar(&prewarm, "prewarm", false, "read each clone once before measuring it (what the pool does before a lease)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(newBenchPoolCmd(g))
 	return cmd

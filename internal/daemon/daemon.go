@@ -77,6 +77,7 @@ type entry struct {
 	eng      engine.Engine
 	golden   *golden.Golden
 	settings map[string]string
+	prewarm  bool
 	pool     *pool.Pool[*instance.Instance]
 	retired  bool
 }
@@ -325,10 +326,22 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 			d.o.Log.Info("recipe changed; draining the old pool", "pool", old.id, "golden", short(old.golden.Key))
 		}
 	}
-	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings}
+	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings, prewarm: r.Pool.Prewarm}
 	p, err := pool.New(cfg, pool.Factory[*instance.Instance]{
 		Create: func(ctx context.Context) (*instance.Instance, error) {
-			return instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings})
+			in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings})
+			if err != nil || !e.prewarm {
+				return in, err
+			}
+			// Read the clone once while it waits in the pool: a fresh
+			// reflink/snapshot clone starts with a cold page cache.
+			pw, err := instance.Prewarm(ctx, in.State)
+			if err != nil {
+				_ = in.Destroy(context.Background(), d.o.Store)
+				return nil, fmt.Errorf("prewarm instance %s: %w", in.State.ID, err)
+			}
+			d.o.Log.Debug("prewarmed", "id", in.State.ID, "bytes", pw.Bytes, "ms", pw.Ms, "copied_up", pw.CopiedUp)
+			return in, nil
 		},
 		Destroy: func(ctx context.Context, in *instance.Instance) error {
 			return in.Destroy(ctx, d.o.Store)

@@ -55,10 +55,13 @@ type Step struct {
 	Command string   // for run
 }
 
-// Pool holds warm-pool sizes for `dbfork serve`.
+// Pool holds warm-pool settings for `dbfork serve`.
 type Pool struct {
 	Min int
 	Max int
+	// Prewarm reads every file of a pooled clone once before it is
+	// handed out, so its pages are cached (default true).
+	Prewarm bool
 }
 
 type rawRecipe struct {
@@ -84,8 +87,9 @@ type rawStep struct {
 }
 
 type rawPool struct {
-	Min *int `toml:"min"`
-	Max *int `toml:"max"`
+	Min     *int  `toml:"min"`
+	Max     *int  `toml:"max"`
+	Prewarm *bool `toml:"prewarm"`
 }
 
 // stringList accepts `key = "one"` as well as `key = ["one", "two"]`.
@@ -141,7 +145,7 @@ func Parse(path string, data []byte) (*Recipe, error) {
 		for i, k := range undec {
 			keys[i] = k.String()
 		}
-		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max)", name, keys[0])
+		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm)", name, keys[0])
 	}
 	r := &Recipe{Path: path, Dir: filepath.Dir(path)}
 	if err := r.fill(name, &raw); err != nil {
@@ -235,9 +239,12 @@ func (r *Recipe) fillSettings(name string, raw map[string]any) error {
 }
 
 func (r *Recipe) fillPool(name string, raw *rawPool) error {
-	r.Pool = Pool{Min: 2, Max: 8}
+	r.Pool = Pool{Min: 2, Max: 8, Prewarm: true}
 	if raw == nil {
 		return nil
+	}
+	if raw.Prewarm != nil {
+		r.Pool.Prewarm = *raw.Prewarm
 	}
 	if raw.Min != nil {
 		r.Pool.Min = *raw.Min

@@ -81,7 +81,7 @@ max = 4
 	if len(r.Steps[2].Files) != 2 || !strings.HasSuffix(r.Steps[2].Files[0], "1_a.sql") {
 		t.Fatalf("a directory input expands to its files, sorted: %v", r.Steps[2].Files)
 	}
-	if r.Pool != (Pool{Min: 1, Max: 4}) {
+	if r.Pool != (Pool{Min: 1, Max: 4, Prewarm: true}) {
 		t.Fatalf("pool: %+v", r.Pool)
 	}
 }
@@ -91,8 +91,12 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Engine != "postgres" || r.Database != "app" || r.Owner != "app" || !r.Freeze || r.Locale != "C" || r.Pool.Max != 8 {
+	if r.Engine != "postgres" || r.Database != "app" || r.Owner != "app" || !r.Freeze || r.Locale != "C" || r.Pool.Max != 8 || !r.Pool.Prewarm {
 		t.Fatalf("defaults: %+v", r)
+	}
+	r, err = Parse("/x/dbfork.toml", []byte("engine = \"postgres\"\n[pool]\nprewarm = false\n"))
+	if err != nil || r.Pool.Prewarm || r.Pool.Min != 2 {
+		t.Fatalf("prewarm = false: %+v %v", r.Pool, err)
 	}
 }
 

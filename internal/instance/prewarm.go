@@ -1,0 +1,67 @@
+package instance
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
+)
+
+// PrewarmResult says what Prewarm read.
+type PrewarmResult struct {
+	Bytes    int64   `json:"bytes"`
+	Files    int     `json:"files"`
+	Ms       float64 `json:"ms"`
+	CopiedUp bool    `json:"copied_up"` // overlay: files were copied up (by reflink) first
+}
+
+// Prewarm reads every file of an instance's clone once, so its pages are
+// in the page cache before a client sees it. Linux does not share cached
+// pages between reflinked files, so a fresh reflink or snapshot clone
+// otherwise serves its first reads through the filesystem (measured: ~42%
+// of a plain copy's update throughput on a 1 GiB PostgreSQL golden). On
+// OverlayFS, files are first opened read-write where the upper dir can
+// copy up by reflink (XFS, btrfs), which makes the copy-up cheap now and
+// the later read-write opens of the server free; on other upper
+// filesystems copy-up would copy whole files, so files are only read
+// (through the golden, whose cache all overlay clones share).
+func Prewarm(ctx context.Context, st *State) (*PrewarmResult, error) {
+	t0 := time.Now()
+	res := &PrewarmResult{}
+	if st.Backend == "overlay" {
+		if fst, err := fsutil.FSType(st.Scratch); err == nil && (fst == "xfs" || fst == "btrfs") {
+			res.CopiedUp = true
+		}
+	}
+	buf := make([]byte, 1<<20)
+	err := filepath.WalkDir(st.DataDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // a file the server removed meanwhile
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		flag := os.O_RDONLY
+		if res.CopiedUp {
+			flag = os.O_RDWR
+		}
+		f, err := os.OpenFile(p, flag, 0)
+		if err != nil {
+			return nil
+		}
+		n, _ := io.CopyBuffer(io.Discard, f, buf)
+		f.Close()
+		res.Bytes += n
+		res.Files++
+		return nil
+	})
+	res.Ms = float64(time.Since(t0).Microseconds()) / 1000
+	return res, err
+}
