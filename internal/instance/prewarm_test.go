@@ -1,0 +1,70 @@
+package instance_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/testenv"
+)
+
+// Prewarm reads the whole clone; on an overlay whose upper dir can reflink
+// (XFS) it copies every file up first, cheaply; on ext4 it copies nothing
+// up. The instance keeps working and stays isolated either way.
+func TestPrewarm(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, fs := range []string{"host", "xfs"} {
+		t.Run(fs, func(t *testing.T) {
+			root := testenv.Dir(t)
+			if fs != "host" {
+				root = testenv.LoopFS(t, fs, 700<<20)
+			}
+			s, pg, g := buildShop(t, root)
+			ctx := context.Background()
+			in, err := instance.Create(ctx, s, pg, g, instance.Options{Backend: "overlay"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Destroy(ctx, s)
+			pw, err := instance.Prewarm(ctx, in.State)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pw.Files < 100 || pw.Bytes < g.Manifest.TotalBytes/2 {
+				t.Errorf("prewarm read %d files, %d bytes of a %d byte golden", pw.Files, pw.Bytes, g.Manifest.TotalBytes)
+			}
+			upper := filepath.Join(in.State.Scratch, "upper")
+			copied := 0
+			_ = filepath.Walk(upper, func(p string, fi os.FileInfo, err error) error {
+				if err == nil && fi.Mode().IsRegular() {
+					copied++
+				}
+				return nil
+			})
+			owned, _ := fsutil.PrivateBytes(in.State.Scratch)
+			if pw.CopiedUp != (fs == "xfs") {
+				t.Errorf("copied up: %v on %s", pw.CopiedUp, fs)
+			}
+			if fs == "xfs" && copied < pw.Files*9/10 {
+				t.Errorf("xfs: %d of %d files copied up", copied, pw.Files)
+			}
+			if fs == "host" && copied > pw.Files/2 {
+				t.Errorf("ext4: prewarm copied %d of %d files up", copied, pw.Files)
+			}
+			// Copy-up by reflink owns (almost) nothing of its own.
+			if owned > g.Manifest.TotalBytes/4 {
+				t.Errorf("%s: the prewarmed clone owns %d bytes of a %d byte golden", fs, owned, g.Manifest.TotalBytes)
+			}
+			c := connect(t, in.State.Conn.URL)
+			if _, err := c.Exec(ctx, "insert into items(name) values ('after prewarm')"); err != nil {
+				t.Fatal(err)
+			}
+			if n := count(t, c); n != 2002 {
+				t.Errorf("%d rows after prewarm and an insert", n)
+			}
+		})
+	}
+}
