@@ -17,7 +17,7 @@ import (
 // mounts it again.
 func TestLoopBackedStores(t *testing.T) {
 	testenv.RequireRoot(t)
-	for _, c := range []struct{ fs, auto string }{{"btrfs", "btrfs"}, {"xfs", "reflink"}} {
+	for _, c := range []struct{ fs, auto string }{{"btrfs", "btrfs"}, {"xfs", "overlay"}} {
 		t.Run(c.fs, func(t *testing.T) {
 			e := newEnv(t)
 			e.store = filepath.Join(e.root, "loopstore")

@@ -29,7 +29,7 @@ func TestInstancesOnEveryBackend(t *testing.T) {
 		backends []string
 	}{
 		{"host", "overlay", []string{"overlay", "copy"}},
-		{"xfs", "reflink", []string{"reflink", "overlay"}},
+		{"xfs", "overlay", []string{"reflink", "overlay"}},
 		{"btrfs", "btrfs", []string{"btrfs", "reflink"}},
 	}
 	for _, m := range matrix {
