@@ -37,5 +37,5 @@ psql "$dsn" -XAtc "UPDATE accounts SET balance = balance + 1 WHERE id = 42" >/de
 echo "== the same with a plain copy of the data dir"
 read -r copy_ms id dsn < <(measure copy)
 "$DBFORK" down "$id" >/dev/null
-size="$("$DBFORK" ls --json | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["goldens"][0]["total_bytes"]/2**20))')"
+size="$("$DBFORK" ls --json | python3 -c 'import json,sys; print([round(g["total_bytes"]/2**20) for g in json.load(sys.stdin)["goldens"] if g["recipe"].endswith("examples/demo/dbfork.toml")][0])')"
 printf '\n%-34s %8s ms\n%-34s %8s ms\n' "clone+ready ($backend, ${size} MiB):" "$clone_ms" "plain copy+ready:" "$copy_ms"
