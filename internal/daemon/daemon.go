@@ -78,6 +78,7 @@ type entry struct {
 	golden   *golden.Golden
 	settings map[string]string
 	prewarm  bool
+	hot      []string // tables to copy up before a lease
 	pool     *pool.Pool[*instance.Instance]
 	retired  bool
 }
@@ -326,7 +327,7 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 			d.o.Log.Info("recipe changed; draining the old pool", "pool", old.id, "golden", short(old.golden.Key))
 		}
 	}
-	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings, prewarm: r.Pool.Prewarm}
+	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings, prewarm: r.Pool.Prewarm, hot: r.Pool.Hot}
 	p, err := pool.New(cfg, pool.Factory[*instance.Instance]{
 		Create: func(ctx context.Context) (*instance.Instance, error) {
 			in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings})
@@ -335,7 +336,14 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 			}
 			// Read the clone once while it waits in the pool: a fresh
 			// reflink/snapshot clone starts with a cold page cache.
-			pw, err := instance.Prewarm(ctx, in.State)
+			var hot []string
+			if hf, ok := e.eng.(engine.HotFiler); ok && len(e.hot) > 0 {
+				if hot, err = hf.TableFiles(ctx, in.State.Server, e.hot); err != nil {
+					_ = in.Destroy(context.Background(), d.o.Store)
+					return nil, fmt.Errorf("[pool] hot: %w", err)
+				}
+			}
+			pw, err := instance.Prewarm(ctx, in.State, hot)
 			if err != nil {
 				_ = in.Destroy(context.Background(), d.o.Store)
 				return nil, fmt.Errorf("prewarm instance %s: %w", in.State.ID, err)

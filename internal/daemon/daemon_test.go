@@ -23,6 +23,7 @@ import (
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
@@ -422,5 +423,47 @@ func TestTCPNeedsToken(t *testing.T) {
 	_, err = api.DialTCP(ln.Addr().String(), "secret-token").Acquire(context.Background(), api.AcquireRequest{Recipe: w.recipe})
 	if !errors.Is(err, errs.ErrInvalid) {
 		t.Errorf("TCP acquire without holder: %v", err)
+	}
+}
+
+// A recipe's hot tables are copied up while the instance waits in the
+// pool (OverlayFS on ext4 would otherwise copy them on the first write).
+func TestHotTablesCopiedUpInPool(t *testing.T) {
+	w := newWorld(t, "[pool]\nmin = 1\nmax = 2\nhot = [\"notes\"]\n")
+	l := w.acquire(api.AcquireRequest{Backend: "overlay"})
+	st, err := instance.Load(w.store, l.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := golden.Lookup(w.store, l.Golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := instance.Inspect(st, g.DataDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := (&postgres.Postgres{}).TableFiles(context.Background(), st.Server, []string{"notes"})
+	if err != nil || len(files) < 2 { // the heap and its primary key at least
+		t.Fatalf("notes files: %v %v", files, err)
+	}
+	up := map[string]bool{}
+	for _, f := range u.Files {
+		up[f.Path] = f.CopiedUp
+	}
+	for _, f := range files {
+		if !up[f] {
+			t.Errorf("hot file %s not copied up before the lease (upper: %v)", f, u.Files)
+		}
+	}
+	if _, err := w.c.Acquire(context.Background(), api.AcquireRequest{Recipe: filepath.Join(filepath.Dir(w.recipe), "bad.toml")}); err == nil {
+		t.Error("acquire of a missing recipe succeeded")
+	}
+	// An unknown hot table fails the pool's starts with a clear reason.
+	bad := testenv.WriteRecipe(t, filepath.Join(w.root, "bad"), "engine = \"postgres\"\n[[load]]\nsql = [\"s.sql\"]\n[pool]\nmin = 0\nmax = 1\nhot = [\"nosuch\"]\n",
+		map[string]string{"s.sql": "create table t(x int);\n"})
+	_, err = w.c.Acquire(context.Background(), api.AcquireRequest{Recipe: bad, WaitSeconds: 30})
+	if err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("unknown hot table: %v", err)
 	}
 }

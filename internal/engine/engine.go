@@ -217,3 +217,10 @@ func Tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// HotFiler is implemented by engines that can name the files of tables:
+// the pool copies a recipe's hot tables up before a lease (paths are
+// relative to the data dir; segments and side files included).
+type HotFiler interface {
+	TableFiles(ctx context.Context, srv *Server, tables []string) ([]string, error)
+}

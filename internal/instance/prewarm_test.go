@@ -29,7 +29,7 @@ func TestPrewarm(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer in.Destroy(ctx, s)
-			pw, err := instance.Prewarm(ctx, in.State)
+			pw, err := instance.Prewarm(ctx, in.State, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

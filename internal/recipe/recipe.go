@@ -62,6 +62,9 @@ type Pool struct {
 	// Prewarm reads every file of a pooled clone once before it is
 	// handed out, so its pages are cached (default true).
 	Prewarm bool
+	// Hot tables are opened read-write during the prewarm, so OverlayFS
+	// copies them up in the pool rather than on a test's first write.
+	Hot []string
 }
 
 type rawRecipe struct {
@@ -89,7 +92,8 @@ type rawStep struct {
 type rawPool struct {
 	Min     *int  `toml:"min"`
 	Max     *int  `toml:"max"`
-	Prewarm *bool `toml:"prewarm"`
+	Prewarm *bool      `toml:"prewarm"`
+	Hot     stringList `toml:"hot"`
 }
 
 // stringList accepts `key = "one"` as well as `key = ["one", "two"]`.
@@ -145,7 +149,7 @@ func Parse(path string, data []byte) (*Recipe, error) {
 		for i, k := range undec {
 			keys[i] = k.String()
 		}
-		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm)", name, keys[0])
+		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm/hot)", name, keys[0])
 	}
 	r := &Recipe{Path: path, Dir: filepath.Dir(path)}
 	if err := r.fill(name, &raw); err != nil {
@@ -246,6 +250,12 @@ func (r *Recipe) fillPool(name string, raw *rawPool) error {
 	if raw.Prewarm != nil {
 		r.Pool.Prewarm = *raw.Prewarm
 	}
+	for _, t := range raw.Hot {
+		if t == "" || strings.ContainsAny(t, "/\\ \t\n;'\"") {
+			return errs.Invalid("%s: [pool] hot: %q is not a table name (use \"table\" or \"schema.table\")", name, t)
+		}
+	}
+	r.Pool.Hot = raw.Hot
 	if raw.Min != nil {
 		r.Pool.Min = *raw.Min
 	}

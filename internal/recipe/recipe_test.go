@@ -51,6 +51,7 @@ inputs = ["migrations"]
 [pool]
 min = 1
 max = 4
+hot = ["items", "public.orders"]
 `,
 		"schema.sql": "create table t(a int);", "seed/02.sql": "b", "seed/01.sql": "a",
 		"dumps/master.dump": "PGDMP", "migrations/2_b.sql": "x", "migrations/1_a.sql": "y",
@@ -81,7 +82,7 @@ max = 4
 	if len(r.Steps[2].Files) != 2 || !strings.HasSuffix(r.Steps[2].Files[0], "1_a.sql") {
 		t.Fatalf("a directory input expands to its files, sorted: %v", r.Steps[2].Files)
 	}
-	if r.Pool != (Pool{Min: 1, Max: 4, Prewarm: true}) {
+	if r.Pool.Min != 1 || r.Pool.Max != 4 || !r.Pool.Prewarm || strings.Join(r.Pool.Hot, ",") != "items,public.orders" {
 		t.Fatalf("pool: %+v", r.Pool)
 	}
 }
@@ -121,6 +122,8 @@ func TestBadRecipes(t *testing.T) {
 		{"bad sql type", "engine = \"postgres\"\n[[load]]\nsql = 5\n", "expected a string or a list of strings", errs.ErrInvalid},
 		{"bad version", "engine = \"postgres\"\nversion = \"latest\"\n", "is not a version number", errs.ErrInvalid},
 		{"bad pool", "engine = \"postgres\"\n[pool]\nmin = 5\nmax = 2\n", "pool needs", errs.ErrInvalid},
+		{"bad hot table", "engine = \"postgres\"\n[pool]\nhot = [\"../etc/passwd\"]\n", "not a table name", errs.ErrInvalid},
+		{"hot not strings", "engine = \"postgres\"\n[pool]\nhot = [1]\n", "list of strings", errs.ErrInvalid},
 		{"bad setting name", "engine = \"postgres\"\n[settings]\n\"a b\" = 1\n", "not a server setting name", errs.ErrInvalid},
 		{"newline in setting", "engine = \"postgres\"\n[settings]\nwork_mem = \"1\\n2\"\n", "holds a newline", errs.ErrInvalid},
 		{"two dump files", "engine = \"postgres\"\n[[load]]\ndump = \"*.sql\"\n", "", nil},

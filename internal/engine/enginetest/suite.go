@@ -132,7 +132,7 @@ func testInstances(t *testing.T, d Dialect, eng engine.Engine) {
 		backends []string
 	}{
 		{"host", "overlay", []string{"overlay", "copy"}},
-		{"xfs", "reflink", []string{"reflink", "overlay"}},
+		{"xfs", "overlay", []string{"reflink", "overlay"}},
 		{"btrfs", "btrfs", []string{"btrfs"}},
 	} {
 		t.Run(m.fs, func(t *testing.T) {
