@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -22,7 +23,7 @@ import (
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
-	var engineName, sizes, methods string
+	var engineName, sizes, methods, outFile string
 	var runs, workClients int
 	var workload time.Duration
 	var asJSON, prewarm bool
@@ -86,12 +87,27 @@ between runs. Figures are medians with min–max over the runs.`,
 					printClone(g, res)
 				}
 			}
+			if outFile != "" {
+				data, err := json.MarshalIndent(map[string]any{"results": all}, "", "  ")
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(outFile, append(data, '\n'), 0o644); err != nil {
+					return err
+				}
+				png := strings.TrimSuffix(outFile, filepath.Ext(outFile)) + ".png"
+				if err := bench.Plot(all, sz, png); err != nil {
+					return fmt.Errorf("plot: %w", err)
+				}
+				fmt.Fprintf(g.stderr, "dbfork bench: wrote %s and %s\n", outFile, png)
+			}
 			if asJSON {
 				return printJSON(g.stdout, map[string]any{"results": all})
 			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&outFile, "out", "", "also write the results as JSON to this file and a PNG plot beside it (same name, .png)")
 	cmd.Flags().StringVar(&engineName, "engine", "postgres", "postgres, mariadb or mysql")
 	cmd.Flags().StringVar(&sizes, "sizes", "100M", "dataset sizes, e.g. 100M,1G,5G")
 	cmd.Flags().StringVar(&methods, "methods", "", "comma-separated methods (default: every backend that works here, copy, and for PostgreSQL template:wal_log,template:file_copy)")

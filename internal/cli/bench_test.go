@@ -2,6 +2,9 @@ package cli_test
 
 import (
 	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -50,8 +53,21 @@ func TestBenchClone(t *testing.T) {
 	if res.Auto != "overlay" || res.Rows <= 0 || !strings.HasPrefix(res.Table, "pgbench") {
 		t.Errorf("result %+v", res)
 	}
-	// The table form names every method.
-	text := e.mustRun("bench", "--sizes", "2M", "--runs", "1", "--methods", "overlay", "--workload", "0").stdout
+	// The table form names every method; --out writes JSON and a plot.
+	outFile := filepath.Join(e.root, "bench.json")
+	text := e.mustRun("bench", "--sizes", "2M,3M", "--runs", "1", "--methods", "overlay,copy", "--workload", "0", "--out", outFile).stdout
+	if f, err := os.Open(strings.TrimSuffix(outFile, ".json") + ".png"); err != nil {
+		t.Errorf("no plot: %v", err)
+	} else {
+		cfg, err := png.DecodeConfig(f)
+		f.Close()
+		if err != nil || cfg.Width < 600 {
+			t.Errorf("plot: %+v %v", cfg, err)
+		}
+	}
+	if data, err := os.ReadFile(outFile); err != nil || !strings.Contains(string(data), "\"first_write_ms\"") {
+		t.Errorf("json file: %v", err)
+	}
 	if !strings.Contains(text, "overlay") || !strings.Contains(text, "clone+ready ms") {
 		t.Errorf("table: %s", text)
 	}
