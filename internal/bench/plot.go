@@ -33,6 +33,7 @@ func Plot(results []*CloneResult, sizes []int64, path string) error {
 	ready.Y.Scale = plot.LogScale{}
 	ready.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	ready.Legend.Top = true
+	ready.Legend.Left = true
 	var methods []string
 	seen := map[string]bool{}
 	for _, r := range results {

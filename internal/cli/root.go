@@ -85,7 +85,7 @@ real PostgreSQL server running on it, in milliseconds.`,
 		return errs.Invalid("%v (see `%s --help`)", err, c.CommandPath())
 	})
 	root.AddCommand(newBuildCmd(g), newUpCmd(g), newLsCmd(g), newDownCmd(g), newRunCmd(g),
-		newDoctorCmd(g), newGCCmd(g), newStoreCmd(g), newServeCmd(g), newBenchCmd(g), newInspectCmd(g))
+		newDoctorCmd(g), newGCCmd(g), newStoreCmd(g), newServeCmd(g), newBenchCmd(g), newInspectCmd(g), newVerifyCmd(g))
 	return root
 }
 

@@ -50,6 +50,9 @@ func (in *Instance) Release() { in.lock.Release() }
 // that makes something gc must undo (a mount, a process).
 func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, o Options) (in *Instance, err error) {
 	t0 := time.Now()
+	if err := golden.CheckClonable(g); err != nil {
+		return nil, err
+	}
 	b, why, err := backend.Select(ctx, o.Backend, s.InstancesDir(), g.DataDir())
 	if err != nil {
 		return nil, err
