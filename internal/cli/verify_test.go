@@ -1,0 +1,69 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// verify names what changed in a golden; a changed golden is never cloned
+// until it is removed and rebuilt.
+func TestVerify(t *testing.T) {
+	e := newEnv(t)
+	key := strings.TrimSpace(e.mustRun("build").stdout)
+	if r := e.mustRun("verify"); !strings.Contains(r.stdout, key[:12]+"  ok") {
+		t.Fatalf("verify of a fresh golden: %q", r.stdout)
+	}
+	data := filepath.Join(e.store, "goldens", key, "data")
+	// Change one byte of PG_VERSION without changing its size: only the
+	// full check sees it.
+	p := filepath.Join(data, "PG_VERSION")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 1
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.run("verify", "--quick"); r.code != 0 {
+		t.Errorf("quick verify saw a same-size change: %d %s", r.code, r.stdout)
+	}
+	r := e.run("verify", key[:8])
+	if r.code != 5 || !strings.Contains(r.stdout, "PG_VERSION: content changed") || !strings.Contains(r.stderr, "failed verification") {
+		t.Fatalf("verify after a content change: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	// A file added after the build: the quick check before each clone refuses.
+	if err := os.WriteFile(filepath.Join(data, "intruder"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = e.run("up")
+	if r.code != 5 || !strings.Contains(r.stderr, "intruder: not in the manifest") || !strings.Contains(r.stderr, "will not be cloned") {
+		t.Fatalf("up on a changed golden: %d %q", r.code, r.stderr)
+	}
+	if r := e.run("verify", "--remove"); r.code != 2 {
+		t.Errorf("--remove without keys: %d", r.code)
+	}
+	r = e.mustRun("verify", "--remove", key)
+	if !strings.Contains(r.stdout, "removed") {
+		t.Errorf("verify --remove: %q", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(e.store, "goldens", key)); !os.IsNotExist(err) {
+		t.Fatalf("golden still there: %v", err)
+	}
+	if again := strings.TrimSpace(e.mustRun("build").stdout); again != key {
+		t.Fatalf("rebuild gave %s, want %s", again, key)
+	}
+	e.mustRun("verify")
+	// A golden an instance uses is not removed.
+	e.mustRun("up")
+	if err := os.WriteFile(filepath.Join(data, "intruder"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.run("verify", "--remove", key); r.code != 5 || !strings.Contains(r.stderr, "is used by instance") {
+		t.Errorf("remove of a golden in use: %d %q", r.code, r.stderr)
+	}
+	e.mustRun("down", "--all")
+	e.assertNothingLeft()
+}
