@@ -42,17 +42,21 @@ func newDownCmd(g *globals) *cobra.Command {
 					ids = append(ids, id)
 				}
 			}
+			// A leased instance belongs to the store's daemon: end the
+			// lease there (it removes the instance).
+			var daemon *api.Client
+			if !all {
+				daemon, _ = api.Dial(cmd.Context(), api.SocketPath(s.Root))
+			}
 			var failed error
 			for _, id := range ids {
+				if daemon != nil && daemon.Release(cmd.Context(), id) == nil {
+					fmt.Fprintln(g.stdout, "released", id)
+					continue
+				}
 				err := instance.Down(cmd.Context(), s, id)
-				if errors.Is(err, errs.ErrConflict) && !all {
-					// Held by the store's daemon? Then it is a lease or a
-					// pooled instance: end it there.
-					if c, cerr := api.Dial(cmd.Context(), api.SocketPath(s.Root)); cerr == nil {
-						if rerr := c.Release(cmd.Context(), id); rerr == nil {
-							err = nil
-						}
-					}
+				if all && errors.Is(err, errs.ErrNotFound) {
+					continue // removed meanwhile by another dbfork: gone is what --all wants
 				}
 				if all && errors.Is(err, errs.ErrConflict) {
 					fmt.Fprintf(g.stderr, "dbfork: skipped %s: in use by another dbfork process\n", id)

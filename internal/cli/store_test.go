@@ -60,12 +60,12 @@ func TestLoopBackedStores(t *testing.T) {
 	}
 }
 
-// Two dbfork processes building one key at once: one builds, the other
+// Four dbfork processes building one key at once: one builds, the other
 // waits and reuses it.
 func TestConcurrentBuildProcesses(t *testing.T) {
 	e := newEnv(t)
 	var wg sync.WaitGroup
-	outs := make([]result, 3)
+	outs := make([]result, 4)
 	for i := range outs {
 		wg.Add(1)
 		go func(i int) { defer wg.Done(); outs[i] = e.run("build", "--json") }(i)

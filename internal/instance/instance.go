@@ -145,7 +145,14 @@ func (in *Instance) Destroy(ctx context.Context, s *store.Store) error {
 // Down stops and removes an instance by id. It refuses an instance another
 // live process holds (a running `dbfork run`, or an `up` still starting).
 func Down(ctx context.Context, s *store.Store, id string) error {
-	lock, err := lockfile.TryLock(lockPath(s, id))
+	// gc and other downs hold the lock for a moment while they look at an
+	// instance: wait that out, but not for a process that really uses it.
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	lock, err := lockfile.Acquire(wctx, lockPath(s, id), nil)
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		err = lockfile.ErrHeld
+	}
 	if errors.Is(err, lockfile.ErrHeld) {
 		return errs.Conflict("instance %s is in use by another dbfork process (a running `dbfork run`, `serve` or `up`); stop that process instead", id)
 	}
