@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -184,4 +185,47 @@ func TestServeBadFlags(t *testing.T) {
 		}
 	}
 	e.assertNothingLeft()
+}
+
+// `sudo dbfork serve` gives the socket to the invoking user, whose test
+// runs then work without root: over 127.0.0.1, since the instance's own
+// socket dir is private to the server user.
+func TestServeForUnprivilegedClient(t *testing.T) {
+	e := newEnv(t)
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatalf("no user nobody: %v", err)
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	// A copy of dbfork the unprivileged user may execute.
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(e.root, "dbfork")
+	if err := os.WriteFile(pub, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := e.cmd("serve", "-f", "dbfork.toml")
+	c.Env = append(c.Env, "SUDO_UID="+nobody.Uid, "SUDO_GID="+nobody.Gid)
+	out := &syncBuf{}
+	c.Stderr = out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Process.Signal(syscall.SIGTERM); _ = c.Wait() }()
+	waitFor(t, func() bool { return strings.Contains(out.String(), "listening on") })
+	fi, err := os.Stat(filepath.Join(e.store, api.SocketName))
+	if err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(uid) || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %v %v", fi, err)
+	}
+	run := exec.Command(pub, "--store", e.store, "run", "--", "sh", "-c", `psql -XAtc "select count(*) from items" && echo "host=$PGHOST"`)
+	run.Dir = e.proj
+	run.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent"}
+	run.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	got, err := run.CombinedOutput()
+	if err != nil || !strings.Contains(string(got), "3001") || !strings.Contains(string(got), "host=127.0.0.1") {
+		t.Fatalf("run as nobody through serve: %v\n%s", err, got)
+	}
 }

@@ -264,7 +264,7 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 			_ = e.pool.Release(in.State.ID)
 			continue
 		}
-		return d.lease(e, in, holder, req.TTLSeconds, t0), nil
+		return d.lease(e, in, holder, req.TTLSeconds, t0, peer), nil
 	}
 }
 
@@ -275,7 +275,7 @@ func lastErr(st pool.Stats) string {
 	return "; last start failure: " + st.LastError
 }
 
-func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, ttl float64, t0 time.Time) *api.Lease {
+func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, ttl float64, t0 time.Time, peer api.Peer) *api.Lease {
 	st := in.State
 	l := &lease{holder: holder, entry: e}
 	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend,
@@ -285,6 +285,15 @@ func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, tt
 		l.DSN, l.SocketDSN = st.Conn.URL, st.Conn.SocketURL
 		for k, v := range st.Conn.Env {
 			l.Env[k] = v
+		}
+		// The instance's socket dir belongs to the server user (mode
+		// 0700): a caller who is neither root nor that user connects over
+		// 127.0.0.1 with the instance password instead.
+		if !(peer.Unix && (peer.UID == 0 || peer.UID == d.o.Store.User.UID)) {
+			if _, ok := l.Env["PGHOST"]; ok {
+				l.Env["PGHOST"] = "127.0.0.1"
+			}
+			delete(l.Env, "MYSQL_UNIX_PORT")
 		}
 	}
 	if ttl > 0 {
