@@ -6,6 +6,7 @@ package enginetest
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,6 +194,7 @@ func checkPair(t *testing.T, d Dialect, eng engine.Engine, s *store.Store, g *go
 	if wantAuto != "" && ins[0].State.Backend != wantAuto {
 		t.Fatalf("auto chose %s, want %s", ins[0].State.Backend, wantAuto)
 	}
+	checkListening(t, ins[0].State.Server)
 	if n := count(t, dbs[0]); n != 2001 {
 		t.Fatalf("clone has %d rows, want 2001", n)
 	}
@@ -289,4 +291,27 @@ func RunCLI(t *testing.T, c engine.Conn, name string, args ...string) string {
 		t.Fatalf("%s: %v: %s", name, err, out)
 	}
 	return string(out)
+}
+
+// checkListening asserts a server listens on 127.0.0.1 only (no wildcard
+// or other address on its port) and that its socket dir is private.
+func checkListening(t *testing.T, srv *engine.Server) {
+	t.Helper()
+	port := fmt.Sprintf(":%04X ", srv.Port)
+	var addrs []string
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) > 3 && fields[3] == "0A" && strings.Contains(fields[1]+" ", port) { // 0A: LISTEN
+				addrs = append(addrs, fields[1])
+			}
+		}
+	}
+	if len(addrs) != 1 || addrs[0] != fmt.Sprintf("0100007F:%04X", srv.Port) {
+		t.Errorf("server on port %d listens on %v, want only 127.0.0.1", srv.Port, addrs)
+	}
+	if fi, err := os.Stat(srv.SocketDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("socket dir %s: %v %v, want mode 0700", srv.SocketDir, fi.Mode().Perm(), err)
+	}
 }
