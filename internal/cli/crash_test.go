@@ -12,18 +12,21 @@ func TestCrashAtEveryPhase(t *testing.T) {
 	phases := []struct {
 		phase string
 		args  []string
+		setup []string // run first, without the fault
 	}{
-		{"build:init", []string{"build"}},
-		{"build:started", []string{"build"}},
-		{"build:loaded", []string{"build"}},
-		{"build:stopped", []string{"build"}},
-		{"build:manifest", []string{"build"}},
-		{"build:published", []string{"build"}},
-		{"up:cloned", []string{"up"}},
-		{"up:started", []string{"up"}},
-		{"run:ready", []string{"run", "--", "true"}},
-		{"run:child", []string{"run", "--", "sleep", "0.1"}},
-		{"serve:listening", []string{"serve", "-f", "dbfork.toml"}},
+		{"build:init", []string{"build"}, nil},
+		{"build:started", []string{"build"}, nil},
+		{"build:loaded", []string{"build"}, nil},
+		{"build:stopped", []string{"build"}, nil},
+		{"build:manifest", []string{"build"}, nil},
+		{"build:published", []string{"build"}, nil},
+		{"up:cloned", []string{"up"}, nil},
+		{"up:started", []string{"up"}, nil},
+		{"run:ready", []string{"run", "--", "true"}, nil},
+		{"run:child", []string{"run", "--", "sleep", "0.1"}, nil},
+		{"serve:listening", []string{"serve", "-f", "dbfork.toml"}, nil},
+		{"down:stopped", []string{"down", "--all"}, []string{"up"}},
+		{"down:unmounted", []string{"down", "--all"}, []string{"up"}},
 	}
 	e := newEnv(t)
 	for _, p := range phases {
@@ -36,6 +39,9 @@ func TestCrashAtEveryPhase(t *testing.T) {
 				}
 			} else {
 				e.mustRun("build")
+			}
+			if p.setup != nil {
+				e.mustRun(p.setup...)
 			}
 			r := e.runEnv([]string{"DBFORK_CRASH_AT=" + p.phase}, p.args...)
 			if r.code != -1 && r.code != 137 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/faults"
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/proc"
 )
@@ -29,11 +30,13 @@ func teardown(ctx context.Context, st *State) error {
 	if err := stopServer(ctx, st); err != nil {
 		return err
 	}
+	faults.At("down:stopped")
 	if b, err := backend.Get(st.Backend); err == nil {
 		if err := b.Remove(ctx, st.DataDir, st.Scratch); err != nil {
 			return fmt.Errorf("remove clone of %s: %w", st.ID, err)
 		}
 	}
+	faults.At("down:unmounted")
 	// Whatever the record says, nothing below the dir may stay mounted.
 	if err := fsutil.UnmountAllUnder(st.Dir); err != nil {
 		return err
