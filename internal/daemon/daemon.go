@@ -322,6 +322,11 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 	if e, ok := d.pools[id]; ok {
 		e.retired = false
 		if st := e.pool.Stats(); st.Min != cfg.Min || st.Max != cfg.Max {
+			if cfg.Max > st.Max {
+				if err := d.checkCapacity(eng.Name(), backendName, g.Manifest.TotalBytes, cfg.Max); err != nil {
+					return nil, err
+				}
+			}
 			if err := e.pool.Resize(cfg); err != nil {
 				return nil, err
 			}
@@ -335,6 +340,9 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 			_ = old.pool.Resize(pool.Config{Min: 0, Max: st.Max, Backoff: d.o.Backoff})
 			d.o.Log.Info("recipe changed; draining the old pool", "pool", old.id, "golden", short(old.golden.Key))
 		}
+	}
+	if err := d.checkCapacity(eng.Name(), backendName, g.Manifest.TotalBytes, cfg.Max); err != nil {
+		return nil, err
 	}
 	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings, prewarm: r.Pool.Prewarm, hot: r.Pool.Hot}
 	p, err := pool.New(cfg, pool.Factory[*instance.Instance]{

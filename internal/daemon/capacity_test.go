@@ -1,0 +1,41 @@
+package daemon
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dbfork/dbfork/internal/errs"
+)
+
+func TestCapacity(t *testing.T) {
+	const mib = 1 << 20
+	cases := []struct {
+		max                           int
+		mem, disk, memAvail, diskFree uint64
+		want                          string
+	}{
+		{8, 48 * mib, 64 * mib, 4096 * mib, 100000 * mib, ""},
+		{256, 192 * mib, 64 * mib, 24000 * mib, 100000 * mib, "memory"},
+		{10, 48 * mib, 1024 * mib, 24000 * mib, 5000 * mib, "disk"},
+		{10, 48 * mib, 1024 * mib, 0, 0, ""}, // unknown: allowed
+	}
+	for _, c := range cases {
+		err := capacityError(c.max, c.mem, c.disk, c.memAvail, c.diskFree)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%+v refused: %v", c, err)
+			}
+			continue
+		}
+		if err == nil || !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "fits") {
+			t.Errorf("%+v: %v, want a refusal about %s with what fits", c, err, c.want)
+		}
+	}
+	if memAvailable() == 0 {
+		t.Error("MemAvailable not read from /proc/meminfo")
+	}
+	if m, d := perInstance("postgres", "copy", 5<<30); m != pgMemory || d != 5<<30 {
+		t.Errorf("perInstance: %d %d", m, d)
+	}
+}
