@@ -100,10 +100,8 @@ func (e *Engine) startOnce(ctx context.Context, spec engine.StartSpec, port int)
 	if timeout == 0 {
 		timeout = 2 * time.Minute
 	}
-	if err := e.waitReady(ctx, srv, timeout); err != nil {
-		return srv, err
-	}
-	db, err := open(ctx, srv, "root", "")
+	// The connection that proved the server ready prepares it too.
+	db, err := e.waitReady(ctx, srv, timeout)
 	if err != nil {
 		return srv, err
 	}
@@ -145,24 +143,27 @@ func open(ctx context.Context, srv *engine.Server, user, db string) (*sql.DB, er
 	return d, nil
 }
 
-func (e *Engine) waitReady(ctx context.Context, srv *engine.Server, timeout time.Duration) error {
+// waitReady polls until `SELECT 1` succeeds as root over the socket and
+// returns that connection. Polls start at 1 ms and stay at most 10 ms
+// apart.
+func (e *Engine) waitReady(ctx context.Context, srv *engine.Server, timeout time.Duration) (*sql.DB, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	delay := 5 * time.Millisecond
+	delay := time.Millisecond
 	var lastErr error
 	for {
 		if srv.Exited() {
-			return fmt.Errorf("%s exited during start; server log %s ends with:\n%s", e.Name(), srv.LogFile, engine.LogTail(srv.LogFile, 20))
+			return nil, fmt.Errorf("%s exited during start; server log %s ends with:\n%s", e.Name(), srv.LogFile, engine.LogTail(srv.LogFile, 20))
 		}
 		if _, err := os.Stat(socketPath(srv.SocketDir)); err == nil {
 			db, err := open(ctx, srv, "root", "")
 			if err == nil {
 				var one int
 				err = db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
-				db.Close()
 				if err == nil {
-					return nil
+					return db, nil
 				}
+				db.Close()
 			}
 			lastErr = err
 		}
@@ -170,10 +171,10 @@ func (e *Engine) waitReady(ctx context.Context, srv *engine.Server, timeout time
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s not ready after %s (%v); server log %s ends with:\n%s", e.Name(), timeout, lastErr, srv.LogFile, engine.LogTail(srv.LogFile, 20))
+			return nil, fmt.Errorf("%s not ready after %s (%v); server log %s ends with:\n%s", e.Name(), timeout, lastErr, srv.LogFile, engine.LogTail(srv.LogFile, 20))
 		case <-t.C:
 		}
-		if delay < 50*time.Millisecond {
+		if delay < 10*time.Millisecond {
 			delay = delay * 3 / 2
 		}
 	}
