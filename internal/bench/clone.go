@@ -43,17 +43,18 @@ type Stat struct {
 
 // MethodResult is every sample of one method, and their summary.
 type MethodResult struct {
-	Method     string   `json:"method"`
-	Baseline   bool     `json:"baseline"` // what users do without dbfork
-	Note       string   `json:"note,omitempty"`
-	Samples    []Sample `json:"samples"`
-	Clone      Stat     `json:"clone_ms"`
-	Ready      Stat     `json:"ready_ms"`
-	FirstWrite Stat     `json:"first_write_ms"`
-	LaterWrite Stat     `json:"later_write_ms"` // per sample: the median of writes 2..10
-	PrivateMiB Stat     `json:"private_mib"`
-	TPS        Stat     `json:"workload_tps"`
-	WorkMaxMs  Stat     `json:"workload_max_ms"`
+	Method      string   `json:"method"`
+	Baseline    bool     `json:"baseline"` // what users do without dbfork
+	Note        string   `json:"note,omitempty"`
+	Samples     []Sample `json:"samples"`
+	Clone       Stat     `json:"clone_ms"`
+	Ready       Stat     `json:"ready_ms"`
+	FirstWrite  Stat     `json:"first_write_ms"`
+	LaterWrite  Stat     `json:"later_write_ms"` // per sample: the median of writes 2..10
+	PrivateMiB  Stat     `json:"private_mib"`
+	TPS         Stat     `json:"workload_tps"`
+	WorkMaxMs   Stat     `json:"workload_max_ms"`
+	WorkPrivMiB Stat     `json:"workload_private_mib"` // owned after the workload
 }
 
 // CloneResult is one engine and size.
@@ -203,6 +204,9 @@ func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *gold
 		if smp.Workload, err = runWorkload(ctx, ds, st.Conn.Env, "", o.Workload, o.WorkloadClients); err != nil {
 			return nil, err
 		}
+		if smp.Workload.PrivateBytes, err = fsutil.PrivateBytes(dir); err != nil {
+			return nil, err
+		}
 	}
 	return smp, nil
 }
@@ -282,10 +286,11 @@ func writes(ctx context.Context, ds *Dataset, env map[string]string, db string) 
 }
 
 func (mr *MethodResult) summarize() {
-	var clone, ready, first, later, priv, tps, wmax []float64
+	var clone, ready, first, later, priv, tps, wmax, wpriv []float64
 	for _, s := range mr.Samples {
 		if s.Workload != nil {
 			tps, wmax = append(tps, s.Workload.TPS), append(wmax, s.Workload.MaxMs)
+			wpriv = append(wpriv, float64(s.Workload.PrivateBytes)/(1<<20))
 		}
 		clone, ready = append(clone, s.CloneMs), append(ready, s.ReadyMs)
 		if len(s.WritesMs) > 0 {
@@ -295,7 +300,7 @@ func (mr *MethodResult) summarize() {
 		priv = append(priv, float64(s.PrivateBytes)/(1<<20))
 	}
 	mr.Clone, mr.Ready, mr.FirstWrite, mr.LaterWrite, mr.PrivateMiB = stat(clone), stat(ready), stat(first), stat(later), stat(priv)
-	mr.TPS, mr.WorkMaxMs = stat(tps), stat(wmax)
+	mr.TPS, mr.WorkMaxMs, mr.WorkPrivMiB = stat(tps), stat(wmax), stat(wpriv)
 }
 
 func stat(xs []float64) Stat {

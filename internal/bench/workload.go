@@ -18,6 +18,9 @@ type Workload struct {
 	TPS     float64 `json:"tps"`
 	P99Ms   float64 `json:"p99_ms"`
 	MaxMs   float64 `json:"max_ms"`
+	// PrivateBytes is what the clone owns once the workload is done: the
+	// cost of copy-on-write granularity (copy-up, XFS cowextsize).
+	PrivateBytes int64 `json:"private_bytes,omitempty"`
 }
 
 // runWorkload updates random rows for d with clients connections, each

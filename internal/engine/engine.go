@@ -224,3 +224,11 @@ func Tail(s string, n int) string {
 type HotFiler interface {
 	TableFiles(ctx context.Context, srv *Server, tables []string) ([]string, error)
 }
+
+// PageSizer is implemented by engines that write their data files in
+// fixed-size pages. On XFS, clones get a copy-on-write extent size hint of
+// one page, so a page write to a reflinked file makes the clone own that
+// page and not the 128 KiB default around it.
+type PageSizer interface {
+	PageSize() uint32
+}

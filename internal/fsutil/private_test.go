@@ -60,3 +60,55 @@ func TestPrivateBytes(t *testing.T) {
 		t.Errorf("after a 4 KiB write the reflink owns %d bytes", got)
 	}
 }
+
+// The copy-on-write extent size hint set on a dir is inherited by what is
+// created below it, and bounds what a write to a reflinked file costs.
+func TestCowExtSize(t *testing.T) {
+	mnt := testenv.LoopFS(t, "xfs", 300<<20)
+	dir := filepath.Join(mnt, "inst")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsutil.SetCowExtSize(dir, 8192); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "data")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(mnt, "src")
+	data := make([]byte, 4<<20)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(sub, "f")
+	if out, err := exec.Command("cp", "--reflink=always", src, clone).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if got := fsutil.CowExtSize(clone); got != 8192 {
+		t.Fatalf("a file made below the dir has cowextsize %d, want 8192", got)
+	}
+	// Write one 8 KiB page in each of 16 places: private space stays near
+	// 16 × 8 KiB, not 16 × 128 KiB.
+	f, err := os.OpenFile(clone, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 16; i++ {
+		if _, err := f.WriteAt(make([]byte, 8192), int64(i)*256<<10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = f.Sync()
+	f.Close()
+	owned, _ := fsutil.PrivateBytes(clone)
+	if owned < 16*8192 || owned > 16*32<<10 {
+		t.Errorf("16 page writes made the clone own %d bytes", owned)
+	}
+	if err := fsutil.SetCowExtSize(t.TempDir(), 8192); err != nil {
+		t.Errorf("on a non-XFS dir: %v, want a silent no-op", err)
+	}
+}

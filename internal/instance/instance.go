@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/faults"
+	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/lockfile"
 	"github.com/dbfork/dbfork/internal/store"
@@ -83,6 +86,14 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	}()
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create instance dir: %w", err)
+	}
+	if sz := cowExtSize(eng); sz > 0 {
+		// Inherited by everything created below: reflinked files and an
+		// overlay's upper dir. Only a hint; a failure costs disk, not
+		// correctness.
+		if err := fsutil.SetCowExtSize(dir, sz); err != nil {
+			slog.Debug("cowextsize not set", "dir", dir, "err", err)
+		}
 	}
 	if b.Name() == "overlay" {
 		st.Mounts = []string{st.DataDir} // recorded before the mount exists
@@ -178,4 +189,21 @@ func orDefault(v, d string) string {
 		return d
 	}
 	return v
+}
+
+// cowExtSize is the XFS copy-on-write extent size hint for clones of eng:
+// one engine page, or DBFORK_XFS_COWEXTSIZE bytes (0 keeps the
+// filesystem default; a knob for measuring, see docs/performance.md).
+func cowExtSize(eng engine.Engine) uint32 {
+	if v, ok := os.LookupEnv("DBFORK_XFS_COWEXTSIZE"); ok {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return 0
+		}
+		return uint32(n)
+	}
+	if ps, ok := eng.(engine.PageSizer); ok {
+		return ps.PageSize()
+	}
+	return 0
 }

@@ -85,6 +85,17 @@ func checkInstances(t *testing.T, s *store.Store, pg *postgres.Postgres, g *gold
 	if wantAuto != "" && a.State.Backend != wantAuto {
 		t.Fatalf("auto chose %s, want %s", a.State.Backend, wantAuto)
 	}
+	if fs, _ := fsutil.FSType(a.State.Dir); fs == "xfs" {
+		// Clones get a copy-on-write extent size hint of one page, down
+		// to the files: a page write must not reserve 128 KiB.
+		probe := filepath.Join(a.State.DataDir, "PG_VERSION")
+		if a.State.Backend == "overlay" {
+			probe = filepath.Join(a.State.Scratch, "upper")
+		}
+		if got := fsutil.CowExtSize(probe); got != 8192 {
+			t.Fatalf("cowextsize of %s is %d, want 8192", probe, got)
+		}
+	}
 	if a.State.BackendWhy == "" || a.State.Status != instance.StatusReady || a.State.ReadyMs <= 0 {
 		t.Fatalf("state incomplete: %+v", a.State)
 	}

@@ -90,8 +90,8 @@ type rawStep struct {
 }
 
 type rawPool struct {
-	Min     *int  `toml:"min"`
-	Max     *int  `toml:"max"`
+	Min     *int       `toml:"min"`
+	Max     *int       `toml:"max"`
 	Prewarm *bool      `toml:"prewarm"`
 	Hot     stringList `toml:"hot"`
 }

@@ -31,3 +31,7 @@ func (e *Engine) TableFiles(ctx context.Context, srv *engine.Server, tables []st
 	}
 	return out, nil
 }
+
+// PageSize is InnoDB's default page size (innodb_page_size), which dbfork
+// goldens keep.
+func (e *Engine) PageSize() uint32 { return 16384 }

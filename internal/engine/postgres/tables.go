@@ -57,3 +57,7 @@ func (p *Postgres) TableFiles(ctx context.Context, srv *engine.Server, tables []
 	}
 	return out, nil
 }
+
+// PageSize is PostgreSQL's block size (BLCKSZ; Debian and upstream builds
+// keep the 8 KiB default).
+func (p *Postgres) PageSize() uint32 { return 8192 }
