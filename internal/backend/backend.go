@@ -221,12 +221,28 @@ func NewDataDir(path string) error {
 	return os.Mkdir(path, 0o700)
 }
 
+// FreezeDataDir makes a finished golden's data dir refuse writes where the
+// filesystem can do that without hurting clones: a btrfs subvolume becomes
+// read-only (snapshots of it stay writable). Elsewhere it does nothing:
+// OverlayFS refuses writes to lower files that are immutable (chattr +i),
+// and read-only modes would be copied into every clone; there the golden
+// is kept out of reach by its root-only directory (see golden.Build).
+func FreezeDataDir(path string) error {
+	if !isSubvolume(path) {
+		return nil
+	}
+	return setSubvolumeReadOnly(path, true)
+}
+
 // RemoveDataDir deletes a data dir made by NewDataDir or by a backend.
 func RemoveDataDir(path string) error {
 	if isSubvolume(path) {
 		if err := deleteSubvolume(path); err == nil {
 			return nil
 		}
+		// Without the ioctl (non-root, no user_subvol_rm_allowed) files
+		// can only go one by one, which a read-only subvolume refuses.
+		_ = setSubvolumeReadOnly(path, false)
 	}
 	return fsutil.RemoveAll(path)
 }

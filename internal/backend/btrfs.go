@@ -76,10 +76,13 @@ func fsFor(dir string) (string, error) {
 
 // Btrfs ioctls (linux/btrfs.h); both argument structs are 4096 bytes.
 const (
-	iocSubvolCreate = 0x5000940E // _IOW(0x94, 14, struct btrfs_ioctl_vol_args)
-	iocSnapDestroy  = 0x5000940F // _IOW(0x94, 15, struct btrfs_ioctl_vol_args)
-	iocSnapCreateV2 = 0x50009417 // _IOW(0x94, 23, struct btrfs_ioctl_vol_args_v2)
-	btrfsFirstFree  = 256        // inode number of every subvolume root
+	iocSubvolCreate   = 0x5000940E // _IOW(0x94, 14, struct btrfs_ioctl_vol_args)
+	iocSnapDestroy    = 0x5000940F // _IOW(0x94, 15, struct btrfs_ioctl_vol_args)
+	iocSnapCreateV2   = 0x50009417 // _IOW(0x94, 23, struct btrfs_ioctl_vol_args_v2)
+	iocSubvolGetflags = 0x80089419 // _IOR(0x94, 25, __u64)
+	iocSubvolSetflags = 0x4008941A // _IOW(0x94, 26, __u64)
+	subvolRdonly      = 1 << 1     // BTRFS_SUBVOL_RDONLY
+	btrfsFirstFree    = 256        // inode number of every subvolume root
 )
 
 type volArgs struct {
@@ -148,4 +151,28 @@ func isSubvolume(path string) bool {
 	}
 	fs, err := fsutil.FSType(path)
 	return err == nil && fs == "btrfs"
+}
+
+// setSubvolumeReadOnly sets or clears a subvolume's read-only flag. A
+// read-only subvolume refuses every write, root's included; snapshots of
+// it are writable, and it can still be deleted.
+func setSubvolumeReadOnly(path string, ro bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var flags uint64
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), iocSubvolGetflags, uintptr(unsafe.Pointer(&flags))); e != 0 {
+		return fmt.Errorf("read flags of subvolume %s: %w", path, e)
+	}
+	if ro {
+		flags |= subvolRdonly
+	} else {
+		flags &^= subvolRdonly
+	}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), iocSubvolSetflags, uintptr(unsafe.Pointer(&flags))); e != 0 {
+		return fmt.Errorf("set flags of subvolume %s: %w", path, e)
+	}
+	return nil
 }

@@ -214,6 +214,17 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err := fsutil.SyncDir(data); err != nil {
 		return nil, err
 	}
+	// From here the golden is only read. The build server is gone, so its
+	// user loses the way in: as root, the golden's dir becomes root-only
+	// (clones reach the files as root: OverlayFS looks lower files up with
+	// the mounter's credentials, reflink and copy run in dbfork), and on
+	// btrfs the data subvolume becomes read-only for everyone.
+	if err := os.Chmod(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	if err := backend.FreezeDataDir(data); err != nil {
+		return nil, fmt.Errorf("make golden read-only: %w", err)
+	}
 	mdata, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err

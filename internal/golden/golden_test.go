@@ -2,10 +2,13 @@ package golden_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/engine/postgres"
@@ -211,5 +214,62 @@ func TestUnknownKeyPrefix(t *testing.T) {
 	}
 	if _, err := golden.Find(s, "../etc"); err == nil {
 		t.Fatal("a path was accepted as a key")
+	}
+}
+
+// A published golden is out of the server user's reach (its dir is
+// root-only; the build server ran as that user), and on btrfs its data
+// subvolume refuses root's writes too. Clones of it still work: the
+// instance and backend suites clone goldens built by this same code.
+func TestGoldenIsReadOnly(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, fs := range []string{"host", "btrfs"} {
+		t.Run(fs, func(t *testing.T) {
+			root := testenv.Dir(t)
+			if fs != "host" {
+				root = testenv.LoopFS(t, fs, 400<<20)
+			}
+			s, err := store.Open(filepath.Join(root, "store"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pg, err := postgres.New(context.Background(), "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := golden.Build(context.Background(), s, pg, load(t, testenv.ShopRecipe(t, filepath.Join(root, "proj"), 100)), golden.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(res.Golden.Dir)
+			if err != nil || fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+				t.Fatalf("golden dir is not root-only: %v %v", fi.Mode(), err)
+			}
+			target := filepath.Join(res.Golden.DataDir(), "PG_VERSION")
+			// The server user (what every clone's server runs as) cannot
+			// append to a golden file.
+			cmd := exec.Command("/bin/sh", "-c", `echo x >> "$1"`, "sh", target)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(s.User.UID), Gid: uint32(s.User.GID)}}
+			if out, err := cmd.CombinedOutput(); err == nil {
+				t.Fatalf("server user %s wrote to the golden", s.User.Name)
+			} else if !strings.Contains(string(out), "ermission denied") {
+				t.Fatalf("unexpected failure: %s", out)
+			}
+			f, err := os.OpenFile(target, os.O_WRONLY|os.O_APPEND, 0)
+			if fs == "btrfs" {
+				if err == nil {
+					f.Close()
+					t.Fatal("root could write into a btrfs golden")
+				}
+				if !errors.Is(err, syscall.EROFS) {
+					t.Fatalf("want read-only file system, got %v", err)
+				}
+			} else if err == nil {
+				f.Close()
+			}
+			if probs, err := golden.Verify(res.Golden, true); err != nil || len(probs) > 0 {
+				t.Fatalf("golden changed: %v %v", probs, err)
+			}
+		})
 	}
 }
