@@ -467,3 +467,41 @@ func TestHotTablesCopiedUpInPool(t *testing.T) {
 		t.Errorf("unknown hot table: %v", err)
 	}
 }
+
+// A pool at max with every instance leased makes callers wait up to
+// wait_seconds, then answers busy: HTTP 503 on the wire, errs.ErrBusy in
+// the client (exit 6 in the CLI). A release lets the next caller in.
+func TestBusyWhenPoolIsFull(t *testing.T) {
+	w := newWorld(t, "[pool]\nmin = 0\nmax = 1\n")
+	first := w.acquire(api.AcquireRequest{})
+	start := time.Now()
+	_, err := w.c.Acquire(context.Background(), api.AcquireRequest{Recipe: w.recipe, WaitSeconds: 0.3})
+	if !errors.Is(err, errs.ErrBusy) || errs.ExitCode(err) != errs.ExitBusy {
+		t.Fatalf("full pool: want busy, got %v", err)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Fatalf("answered busy after %v, before wait_seconds", waited)
+	}
+	if strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "max") {
+		t.Fatalf("busy error should say the pool is at its max, on one line: %q", err)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", w.sock)
+	}}}
+	resp, err := hc.Post("http://dbfork/v1/leases", "application/json",
+		bytes.NewBufferString(`{"recipe":"`+w.recipe+`","wait_seconds":0.1,"pid":`+fmt.Sprint(os.Getpid())+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("full pool over the wire: status %d, want 503", resp.StatusCode)
+	}
+	if err := w.c.Release(context.Background(), first.ID); err != nil {
+		t.Fatal(err)
+	}
+	next := w.acquire(api.AcquireRequest{WaitSeconds: 30})
+	if next.ID == first.ID {
+		t.Fatal("a released instance was handed out again")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,6 +155,7 @@ func testInstances(t *testing.T, d Dialect, eng engine.Engine) {
 			testenv.AssertClean(t, root)
 		})
 	}
+	t.Run("port taken", func(t *testing.T) { testPortTaken(t, eng, d) })
 	t.Run("start failure", func(t *testing.T) {
 		root := testenv.Dir(t)
 		s := openStore(t, root)
@@ -314,4 +316,49 @@ func checkListening(t *testing.T, srv *engine.Server) {
 	if fi, err := os.Stat(srv.SocketDir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("socket dir %s: %v %v, want mode 0700", srv.SocketDir, fi.Mode().Perm(), err)
 	}
+}
+
+// testPortTaken holds a loopback port and makes it the one picked for a
+// new instance: the server finds it taken and is started again on
+// another. When every try collides, the error says why, with the log.
+func testPortTaken(t *testing.T, eng engine.Engine, d Dialect) {
+	root := testenv.Dir(t)
+	s := openStore(t, root)
+	res, err := golden.Build(context.Background(), s, eng, d.recipe(t, filepath.Join(root, "p"), 10), golden.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	held := l.Addr().(*net.TCPAddr).Port
+
+	engine.ForcePorts(held, held)
+	in, err := instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "overlay"})
+	if err != nil {
+		t.Fatalf("a taken port was not retried: %v", err)
+	}
+	if in.State.Server.Port == held || in.State.Server.Port == 0 {
+		t.Fatalf("instance runs on port %d, the held one is %d", in.State.Server.Port, held)
+	}
+	db, err := d.Open(*in.State.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db); n == 0 {
+		t.Fatal("retried instance has no rows")
+	}
+	db.Close()
+	if err := in.Destroy(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+
+	engine.ForcePorts(held, held, held, held, held)
+	_, err = instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "overlay"})
+	if err == nil || !strings.Contains(err.Error(), "already in use") {
+		t.Fatalf("five collisions: want an error with the log's \"already in use\", got %v", err)
+	}
+	testenv.AssertClean(t, root)
 }
