@@ -13,6 +13,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
@@ -91,6 +92,9 @@ type CloneOptions struct {
 func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, o CloneOptions) (*CloneResult, error) {
 	r, err := recipe.Load(ds.Recipe)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkSpace(ctx, s, eng, r, ds, o.Methods); err != nil {
 		return nil, err
 	}
 	o.Progress.Step(fmt.Sprintf("golden: %s %s", ds.Engine, FormatSize(ds.Size)))
@@ -315,3 +319,32 @@ func stat(xs []float64) Stat {
 	}
 	return Stat{Median: med, Min: s[0], Max: s[len(s)-1]}
 }
+
+// checkSpace refuses a bench the store cannot hold, before minutes go
+// into generating data: the golden (unless built) plus one full copy at a
+// time for the baselines (a plain copy, or the database a TEMPLATE makes).
+// A golden takes about 1.15× the nominal size (indexes, WAL, catalogs).
+func checkSpace(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, ds *Dataset, methods []string) error {
+	est := uint64(float64(ds.Size) * 1.15)
+	var need uint64
+	if key, _, _, err := golden.Key(ctx, eng, r, nil); err != nil {
+		return err
+	} else if _, err := golden.Lookup(s, key); err != nil {
+		need += est
+	}
+	full := len(methods) == 0 // the default methods include the copy baseline
+	for _, m := range methods {
+		full = full || m == "copy" || strings.HasPrefix(m, "template:")
+	}
+	if full {
+		need += est
+	}
+	free, err := fsutil.FreeBytes(s.Root)
+	if err != nil || need+need/10 <= free {
+		return nil
+	}
+	return errs.Invalid("bench %s %s needs about %s free in the store (golden and one full copy for the baselines), %s has %s: free space, use a bigger --store (e.g. `dbfork store init --fs xfs --size N`), or leave out the copy/template methods with --methods",
+		ds.Engine, FormatSize(ds.Size), humanGiB(need+need/10), s.Root, humanGiB(free))
+}
+
+func humanGiB(n uint64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }

@@ -76,5 +76,9 @@ func TestBenchClone(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want 2", bad, r.code, r.stderr)
 		}
 	}
+	// 900 TiB fits nowhere: refused before any data is generated.
+	if r := e.run("bench", "--sizes", "900T"); r.code != 2 || !strings.Contains(r.stderr, "needs about") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Errorf("bench larger than the store: exit %d %q", r.code, r.stderr)
+	}
 	e.assertNothingLeft()
 }
