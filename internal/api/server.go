@@ -75,15 +75,22 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	if !ok {
 		return context.WithValue(ctx, peerKey{}, Peer{})
 	}
-	p := Peer{Unix: true, PID: -1, UID: -1}
+	p := Peer{Unix: true, PID: -1, UID: -1, GID: -1}
 	if raw, err := uc.SyscallConn(); err == nil {
 		_ = raw.Control(func(fd uintptr) {
 			if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-				p.PID, p.UID = int(cred.Pid), int(cred.Uid)
+				p.PID, p.UID, p.GID = int(cred.Pid), int(cred.Uid), int(cred.Gid)
 			}
 		})
 	}
 	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// PeerFrom is the caller of the request ctx belongs to (false outside a
+// request).
+func PeerFrom(ctx context.Context) (Peer, bool) {
+	p, ok := ctx.Value(peerKey{}).(Peer)
+	return p, ok
 }
 
 func peerOf(r *http.Request) Peer {

@@ -34,6 +34,7 @@ type Peer struct {
 	Unix bool
 	PID  int
 	UID  int
+	GID  int
 }
 
 // Health answers GET /v1/health.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/recipe"
@@ -42,7 +43,8 @@ func Main(args []string) int {
 	// (`run` handles them itself, to pass them to its child first).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err := root.ExecuteContext(ctx)
+	// Under sudo, recipe `run` steps run as the user who typed the command.
+	err := root.ExecuteContext(engine.WithCaller(ctx, engine.SudoCaller()))
 	if err == nil {
 		return 0
 	}

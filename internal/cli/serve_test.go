@@ -220,12 +220,39 @@ func TestServeForUnprivilegedClient(t *testing.T) {
 	if err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(uid) || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket %v %v", fi, err)
 	}
-	run := exec.Command(pub, "--store", e.store, "run", "--", "sh", "-c", `psql -XAtc "select count(*) from items" && echo "host=$PGHOST"`)
+	run := exec.Command(pub, "--store", e.store, "run", "--", "sh", "-c", `psql -XAtc "select count(*) from items" && echo "host=$PGHOST" && echo "ran_as=$(psql -XAtc "select uid from ran_as")"`)
 	run.Dir = e.proj
 	run.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent"}
 	run.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	got, err := run.CombinedOutput()
 	if err != nil || !strings.Contains(string(got), "3001") || !strings.Contains(string(got), "host=127.0.0.1") {
 		t.Fatalf("run as nobody through serve: %v\n%s", err, got)
+	}
+	// The recipe's `run` step ran as the user behind sudo, not as root.
+	if !strings.Contains(string(got), "ran_as="+nobody.Uid+"\n") {
+		t.Fatalf("the recipe's command did not run as %s (uid %s):\n%s", nobody.Username, nobody.Uid, got)
+	}
+}
+
+// Under sudo, a recipe's `run` steps run as the user who typed the
+// command (their tools, files and rights), not as root; without sudo, as
+// this process.
+func TestSudoRunsRecipeCommandsAsInvoker(t *testing.T) {
+	e := newEnv(t)
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatalf("no user nobody: %v", err)
+	}
+	r := e.runEnv([]string{"SUDO_UID=" + nobody.Uid, "SUDO_GID=" + nobody.Gid}, "run", "--no-daemon", "--", "psql", "-XAtc", "select uid from ran_as")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != nobody.Uid {
+		t.Fatalf("run step under sudo: exit %d, ran as %q, want %s; %s", r.code, r.stdout, nobody.Uid, r.stderr)
+	}
+	// A changed recipe, built without sudo: root runs it.
+	if err := os.WriteFile(filepath.Join(e.proj, "seed", "02.sql"), []byte("select 1;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = e.run("run", "--no-daemon", "--", "psql", "-XAtc", "select uid from ran_as")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "0" {
+		t.Fatalf("run step without sudo: exit %d, ran as %q, want 0; %s", r.code, r.stdout, r.stderr)
 	}
 }

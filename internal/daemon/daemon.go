@@ -173,7 +173,7 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 			return r, eng, &golden.Result{Golden: g}, nil
 		}
 	}
-	res, err := golden.Build(ctx, d.o.Store, eng, r, golden.Options{Log: d.o.Log})
+	res, err := golden.Build(d.asCaller(ctx), d.o.Store, eng, r, golden.Options{Log: d.o.Log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -182,6 +182,15 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 	d.goldens[res.Golden.Key] = res.Golden
 	d.mu.Unlock()
 	return r, eng, res, nil
+}
+
+// asCaller makes a build's `run` steps run as whoever asked: the peer of
+// a unix-socket request, else (TCP, `serve -f`) the user behind `sudo`.
+func (d *Daemon) asCaller(ctx context.Context) context.Context {
+	if p, ok := api.PeerFrom(ctx); ok && p.Unix && p.UID >= 0 && p.GID >= 0 {
+		return engine.WithCaller(ctx, engine.LookupCaller(p.UID, p.GID))
+	}
+	return engine.WithCaller(ctx, engine.SudoCaller())
 }
 
 // EnsureGolden implements api.Service.

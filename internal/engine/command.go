@@ -28,6 +28,10 @@ func RunCommand(ctx context.Context, r *recipe.Recipe, st recipe.Step, connEnv m
 	cmd.Stderr = cmd.Stdout
 	// Its own process group, so cancelling kills the whole pipeline.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c := callerFrom(ctx); c != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.GID), Groups: c.Groups}
+		cmd.Env = callerEnv(cmd.Env, c)
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: %w", st.Name, err)
 	}

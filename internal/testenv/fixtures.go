@@ -39,7 +39,8 @@ owner = "shop"
 sql = ["schema.sql", "seed/*.sql"]
 
 [[load]]
-run = "psql -v ON_ERROR_STOP=1 -qc \"insert into items(name) values ('from-command')\""
+# ran_as records who ran the command (the caller, under sudo or serve).
+run = "psql -v ON_ERROR_STOP=1 -qc \"insert into items(name) values ('from-command'); create table ran_as as select $(id -u) as uid\""
 `, map[string]string{
 		"schema.sql":  "create table items(id serial primary key, name text not null);\n",
 		"seed/01.sql": fmt.Sprintf("insert into items(name) select 'item ' || g from generate_series(1, %d) g;\n", rows),

@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+)
+
+// Caller is the user a recipe's `run` steps run as: the person who asked
+// for the build (the daemon's peer, or the user behind `sudo`), not the
+// root process that serves them. Their migration tools then run with
+// their own files, home and rights, and a socket owner cannot turn a
+// recipe into commands run as root.
+type Caller struct {
+	UID, GID int
+	Groups   []uint32
+	Name     string
+	Home     string
+}
+
+type callerKey struct{}
+
+// WithCaller makes RunCommand run commands as c (nil: as this process).
+func WithCaller(ctx context.Context, c *Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+func callerFrom(ctx context.Context) *Caller {
+	c, _ := ctx.Value(callerKey{}).(*Caller)
+	if c == nil || c.UID == os.Geteuid() {
+		return nil
+	}
+	return c
+}
+
+// LookupCaller describes uid (with gid as its primary group) from the
+// password and group databases; a uid without an entry still gets its ids.
+func LookupCaller(uid, gid int) *Caller {
+	c := &Caller{UID: uid, GID: gid, Home: "/"}
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return c
+	}
+	c.Name, c.Home = u.Username, u.HomeDir
+	if gids, err := u.GroupIds(); err == nil {
+		for _, g := range gids {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+				c.Groups = append(c.Groups, uint32(n))
+			}
+		}
+	}
+	return c
+}
+
+// SudoCaller is the user who ran this root process through sudo, or nil.
+func SudoCaller() *Caller {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	uid, err1 := strconv.Atoi(os.Getenv("SUDO_UID"))
+	gid, err2 := strconv.Atoi(os.Getenv("SUDO_GID"))
+	if err1 != nil || err2 != nil || uid == 0 {
+		return nil
+	}
+	return LookupCaller(uid, gid)
+}
+
+// callerEnv adapts a command's environment to another user: their home
+// and name, and TCP instead of the server's socket dir (private to the
+// server user).
+func callerEnv(env []string, c *Caller) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "HOME", "USER", "LOGNAME", "MYSQL_UNIX_PORT", "SUDO_UID", "SUDO_GID", "SUDO_USER", "SUDO_COMMAND", "XDG_RUNTIME_DIR":
+			continue
+		case "PGHOST":
+			if len(v) > 0 && v[0] == '/' {
+				kv = "PGHOST=127.0.0.1"
+			}
+		}
+		out = append(out, kv)
+	}
+	out = append(out, "HOME="+c.Home)
+	if c.Name != "" {
+		out = append(out, "USER="+c.Name, "LOGNAME="+c.Name)
+	}
+	return out
+}
