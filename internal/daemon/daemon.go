@@ -26,6 +26,7 @@ import (
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/faults"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
@@ -378,7 +379,14 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 			return in, nil
 		},
 		Destroy: func(ctx context.Context, in *instance.Instance) error {
-			return in.Destroy(ctx, d.o.Store)
+			err := in.Destroy(ctx, d.o.Store)
+			d.mu.Lock()
+			closing := d.closed
+			d.mu.Unlock()
+			if closing {
+				faults.At("serve:stopping") // one instance gone, the others not yet
+			}
+			return err
 		},
 		ID: func(in *instance.Instance) string { return in.State.ID },
 		OnError: func(op string, err error) {
