@@ -123,7 +123,22 @@ between runs. Figures are medians with min–max over the runs.`,
 func printClone(g *globals, r *bench.CloneResult) {
 	fmt.Fprintf(g.stdout, "\n%s, %s (golden %.0f MiB, %d rows in %s), auto picks %s; median (min–max) of %d runs\n",
 		r.Engine+" "+shortVersion(r.Version), r.Size, float64(r.GoldenBytes)/(1<<20), r.Rows, r.Table, r.Auto, r.Runs)
-	fmt.Fprintf(g.stdout, "%-20s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s\n", "method", "clone ms", "clone+ready ms", "1st write ms", "later writes ms", "clone owns MiB", "workload tps", "workload max ms", "owns after MiB")
+	work := false
+	for _, m := range r.Methods {
+		work = work || m.TPS.Max > 0
+	}
+	cols := []string{"method", "clone ms", "clone+ready ms", "1st write ms", "later writes ms", "clone owns MiB"}
+	if work {
+		cols = append(cols, "workload tps", "workload max ms", "owns after MiB")
+	}
+	row := func(cells []string) {
+		fmt.Fprintf(g.stdout, "%-20s", cells[0])
+		for _, c := range cells[1:] {
+			fmt.Fprintf(g.stdout, " %-22s", c)
+		}
+		fmt.Fprintln(g.stdout)
+	}
+	row(cols)
 	f := func(s bench.Stat) string {
 		return fmt.Sprintf("%.1f (%.1f–%.1f)", s.Median, s.Min, s.Max)
 	}
@@ -132,7 +147,11 @@ func printClone(g *globals, r *bench.CloneResult) {
 		if m.Baseline {
 			name += " *"
 		}
-		fmt.Fprintf(g.stdout, "%-20s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s\n", name, f(m.Clone), f(m.Ready), f(m.FirstWrite), f(m.LaterWrite), f(m.PrivateMiB), f(m.TPS), f(m.WorkMaxMs), f(m.WorkPrivMiB))
+		cells := []string{name, f(m.Clone), f(m.Ready), f(m.FirstWrite), f(m.LaterWrite), f(m.PrivateMiB)}
+		if work {
+			cells = append(cells, f(m.TPS), f(m.WorkMaxMs), f(m.WorkPrivMiB))
+		}
+		row(cells)
 	}
 	fmt.Fprintln(g.stdout, "* baseline: what a user does without dbfork")
 }
