@@ -7,6 +7,10 @@ ensure_packages
 ensure_go
 cd "$REPO"
 go vet ./...
+if [ -n "$(gofmt -l .)" ]; then
+  echo "these files need gofmt -w: $(gofmt -l . | tr '\n' ' ')" >&2
+  exit 1
+fi
 go test -count=1 -timeout 40m ./...
 # A bounded fuzz run of the recipe parser.
 go test -run '^$' -fuzz FuzzParse -fuzztime 20s ./internal/recipe

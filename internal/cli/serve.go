@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/daemon"
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/faults"
 	"github.com/dbfork/dbfork/internal/fsutil"
@@ -169,16 +169,12 @@ func newToken() string {
 // chownToInvoker gives a file to the user who ran `sudo dbfork serve`, so
 // their test runs can reach the API without root.
 func chownToInvoker(path string) error {
-	if os.Geteuid() != 0 {
+	c := engine.SudoCaller()
+	if c == nil {
 		return nil
 	}
-	uid, err1 := strconv.Atoi(os.Getenv("SUDO_UID"))
-	gid, err2 := strconv.Atoi(os.Getenv("SUDO_GID"))
-	if err1 != nil || err2 != nil || uid == 0 {
-		return nil
-	}
-	if err := os.Chown(path, uid, gid); err != nil {
-		return fmt.Errorf("give %s to the invoking user %d: %w", path, uid, err)
+	if err := os.Chown(path, c.UID, c.GID); err != nil {
+		return fmt.Errorf("give %s to the invoking user %d: %w", path, c.UID, err)
 	}
 	return nil
 }

@@ -21,7 +21,15 @@ import (
 func setup(t *testing.T) (*store.Store, *postgres.Postgres, string) {
 	t.Helper()
 	dir := testenv.Dir(t)
-	s, err := store.Open(filepath.Join(dir, "store"))
+	s, pg := openIn(t, dir)
+	t.Cleanup(func() { testenv.AssertClean(t, dir) })
+	return s, pg, dir
+}
+
+// openIn opens a store below root and finds PostgreSQL.
+func openIn(t *testing.T, root string) (*store.Store, *postgres.Postgres) {
+	t.Helper()
+	s, err := store.Open(filepath.Join(root, "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,8 +37,7 @@ func setup(t *testing.T) (*store.Store, *postgres.Postgres, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { testenv.AssertClean(t, dir) })
-	return s, pg, dir
+	return s, pg
 }
 
 func load(t *testing.T, path string) *recipe.Recipe {
@@ -229,14 +236,7 @@ func TestGoldenIsReadOnly(t *testing.T) {
 			if fs != "host" {
 				root = testenv.LoopFS(t, fs, 400<<20)
 			}
-			s, err := store.Open(filepath.Join(root, "store"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			pg, err := postgres.New(context.Background(), "", "")
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, pg := openIn(t, root)
 			res, err := golden.Build(context.Background(), s, pg, load(t, testenv.ShopRecipe(t, filepath.Join(root, "proj"), 100)), golden.Options{})
 			if err != nil {
 				t.Fatal(err)
