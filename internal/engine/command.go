@@ -28,7 +28,7 @@ func RunCommand(ctx context.Context, r *recipe.Recipe, st recipe.Step, connEnv m
 	cmd.Stderr = cmd.Stdout
 	// Its own process group, so cancelling kills the whole pipeline.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if c := callerFrom(ctx); c != nil {
+	if c := callerFrom(ctx); c != nil && !rootAuthored(r) {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.GID), Groups: c.Groups}
 		cmd.Env = callerEnv(cmd.Env, c)
 	}
@@ -60,6 +60,20 @@ func RunCommand(ctx context.Context, r *recipe.Recipe, st recipe.Step, connEnv m
 		lines = lines[len(lines)-3:]
 	}
 	return fmt.Errorf("command %q failed with %s; output ends: %s", st.Command, status, strings.Join(lines, " | "))
+}
+
+// rootAuthored reports a recipe that root wrote and only root can change
+// (file and dir owned by uid 0, not group/other writable): its commands
+// are root's own, and they run as root even under sudo, where the user
+// behind sudo may not be able to enter a dir like /root/project.
+func rootAuthored(r *recipe.Recipe) bool {
+	for _, p := range []string{r.Path, r.Dir} {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) != nil || st.Uid != 0 || st.Mode&0o022 != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // ringBuffer keeps the last max bytes written to it.
