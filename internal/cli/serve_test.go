@@ -271,3 +271,44 @@ func giveTo(t *testing.T, u *user.User, paths ...string) {
 		}
 	}
 }
+
+// serve killed with SIGKILL half-way through its SIGTERM shutdown
+// (instances being torn down in parallel, a lease out): gc cleans up.
+func TestServeKilledWhileStopping(t *testing.T) {
+	e := newEnv(t)
+	c := e.cmd("serve", "-f", "dbfork.toml")
+	c.Env = append(c.Env, "DBFORK_CRASH_AT=serve:stopping")
+	out := &syncBuf{}
+	c.Stderr = out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	waitFor(t, func() bool { return strings.Contains(out.String(), "listening on") })
+	cl, err := api.Dial(context.Background(), filepath.Join(e.store, api.SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Acquire(context.Background(), api.AcquireRequest{Recipe: filepath.Join(e.proj, "dbfork.toml"), PID: os.Getpid()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		ps, err := cl.Pools(context.Background())
+		return err == nil && len(ps) == 1 && ps[0].Ready >= 1
+	})
+	_ = c.Process.Signal(syscall.SIGTERM)
+	err = c.Wait()
+	ws, _ := c.ProcessState.Sys().(syscall.WaitStatus)
+	if err == nil || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("serve was not killed while stopping: %v\n%s", err, out.String())
+	}
+	if len(e.ls().Instances) == 0 {
+		t.Fatal("nothing was left to clean: the fault did not fire before a destroy")
+	}
+	e.mustRun("gc")
+	e.assertNothingLeft()
+	if r := e.run("run", "--", "psql", "-XAtc", "select count(*) from items"); r.code != 0 || strings.TrimSpace(r.stdout) != "3001" {
+		t.Fatalf("run after crash+gc: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	e.assertNothingLeft()
+}
