@@ -186,7 +186,7 @@ func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *gold
 	st := in.State
 	smp := &Sample{CloneMs: st.CloneMs, ReadyMs: st.ReadyMs}
 	if o.Prewarm {
-		pw, err := instance.Prewarm(ctx, st, nil)
+		pw, err := instance.Prewarm(ctx, st, nil, nil)
 		if err != nil {
 			return nil, err
 		}

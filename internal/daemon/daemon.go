@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
@@ -81,7 +82,10 @@ type entry struct {
 	prewarm  bool
 	hot      []string // tables to copy up before a lease
 	pool     *pool.Pool[*instance.Instance]
-	retired  bool
+	// live is pool for the pool's own callbacks, which may run before
+	// pool.New has returned.
+	live    atomic.Pointer[pool.Pool[*instance.Instance]]
+	retired bool
 }
 
 type lease struct {
@@ -370,12 +374,16 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 					return nil, fmt.Errorf("[pool] hot: %w", err)
 				}
 			}
-			pw, err := instance.Prewarm(ctx, in.State, hot)
+			urgent := func() bool {
+				p := e.live.Load()
+				return p != nil && p.Stats().Waiting > 0
+			}
+			pw, err := instance.Prewarm(ctx, in.State, hot, urgent)
 			if err != nil {
 				_ = in.Destroy(context.Background(), d.o.Store)
 				return nil, fmt.Errorf("prewarm instance %s: %w", in.State.ID, err)
 			}
-			d.o.Log.Debug("prewarmed", "id", in.State.ID, "bytes", pw.Bytes, "ms", pw.Ms, "copied_up", pw.CopiedUp)
+			d.o.Log.Debug("prewarmed", "id", in.State.ID, "bytes", pw.Bytes, "ms", pw.Ms, "copied_up", pw.CopiedUp, "cut_short", pw.Cut)
 			return in, nil
 		},
 		Destroy: func(ctx context.Context, in *instance.Instance) error {
@@ -398,6 +406,7 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 		return nil, errs.Invalid("%v", err)
 	}
 	e.pool = p
+	e.live.Store(p)
 	d.pools[id] = e
 	d.o.Log.Info("new pool", "pool", id, "golden", short(g.Key), "backend", backendName, "min", cfg.Min, "max", cfg.Max)
 	return e, nil

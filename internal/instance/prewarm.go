@@ -2,7 +2,6 @@ package instance
 
 import (
 	"context"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,7 +15,8 @@ type PrewarmResult struct {
 	Bytes    int64   `json:"bytes"`
 	Files    int     `json:"files"`
 	Ms       float64 `json:"ms"`
-	CopiedUp bool    `json:"copied_up"` // overlay: files were copied up (by reflink) first
+	CopiedUp bool    `json:"copied_up"`     // overlay: files were copied up (by reflink) first
+	Cut      bool    `json:"cut,omitempty"` // stopped early: a client was waiting
 }
 
 // Prewarm reads every file of an instance's clone once, so its pages are
@@ -33,7 +33,17 @@ type PrewarmResult struct {
 // hot lists files (relative to the data dir) to open read-write whatever
 // the upper filesystem: the tables a recipe declares hot are then copied
 // up here, in the pool, instead of on a test's first write to them.
-func Prewarm(ctx context.Context, st *State, hot []string) (*PrewarmResult, error) {
+//
+// Warming is worth it only while nobody waits: reading a 1 GiB golden
+// takes about a second of I/O per instance, and a pool whose clients
+// churn through instances would hand each one out that much later. So
+// once urgent (nil: never) reports a waiting client, Prewarm stops
+// reading and only does the hot files' copy-ups, which a recipe asked
+// for.
+func Prewarm(ctx context.Context, st *State, hot []string, urgent func() bool) (*PrewarmResult, error) {
+	if urgent == nil {
+		urgent = func() bool { return false }
+	}
 	t0 := time.Now()
 	res := &PrewarmResult{}
 	if st.Backend == "overlay" {
@@ -56,6 +66,12 @@ func Prewarm(ctx context.Context, st *State, hot []string) (*PrewarmResult, erro
 		if !d.Type().IsRegular() {
 			return nil
 		}
+		if !res.Cut && urgent() {
+			res.Cut = true
+		}
+		if res.Cut && !rw[p] {
+			return nil
+		}
 		flag := os.O_RDONLY
 		if res.CopiedUp || rw[p] {
 			flag = os.O_RDWR
@@ -64,10 +80,16 @@ func Prewarm(ctx context.Context, st *State, hot []string) (*PrewarmResult, erro
 		if err != nil {
 			return nil
 		}
-		n, _ := io.CopyBuffer(io.Discard, f, buf)
-		f.Close()
-		res.Bytes += n
+		defer f.Close()
 		res.Files++
+		for !res.Cut {
+			n, err := f.Read(buf)
+			res.Bytes += int64(n)
+			if err != nil {
+				break
+			}
+			res.Cut = urgent()
+		}
 		return nil
 	})
 	res.Ms = float64(time.Since(t0).Microseconds()) / 1000

@@ -29,7 +29,7 @@ func TestPrewarm(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer in.Destroy(ctx, s)
-			pw, err := instance.Prewarm(ctx, in.State, nil)
+			pw, err := instance.Prewarm(ctx, in.State, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,5 +66,35 @@ func TestPrewarm(t *testing.T) {
 				t.Errorf("%d rows after prewarm and an insert", n)
 			}
 		})
+	}
+}
+
+// A client waiting for the pool cuts prewarming short: nothing more is
+// read, but the hot files are still copied up.
+func TestPrewarmCutShortForWaitingClient(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := testenv.Dir(t)
+	s, pg, g := buildShop(t, root)
+	ctx := context.Background()
+	in, err := instance.Create(ctx, s, pg, g, instance.Options{Backend: "overlay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Destroy(ctx, s)
+	files, err := pg.TableFiles(ctx, in.State.Server, []string{"items"})
+	if err != nil || len(files) == 0 {
+		t.Fatalf("table files of items: %v %v", files, err)
+	}
+	pw, err := instance.Prewarm(ctx, in.State, files, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pw.Cut || pw.Bytes != 0 || pw.Files != len(files) {
+		t.Fatalf("cut short: %+v, want only the %d hot files opened and nothing read", pw, len(files))
+	}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(in.State.Scratch, "upper", f)); err != nil {
+			t.Errorf("hot file %s not copied up: %v", f, err)
+		}
 	}
 }
