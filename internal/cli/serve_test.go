@@ -259,6 +259,22 @@ func TestSudoRunsRecipeCommandsAsInvoker(t *testing.T) {
 		t.Fatal(err)
 	}
 	ranAs(nobody.Uid)
+	// A project the user behind sudo cannot enter: a clear error.
+	other, err := user.Lookup("daemon")
+	if err != nil {
+		t.Fatalf("no user daemon: %v", err)
+	}
+	giveTo(t, other, e.proj, filepath.Join(e.proj, "dbfork.toml"))
+	if err := os.Chmod(e.proj, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.proj, "seed", "03.sql"), []byte("select 1;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.runEnv(sudo, "build")
+	if r.code == 0 || !strings.Contains(r.stderr, "must be able to enter") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Fatalf("build of a project the caller cannot enter: exit %d %q", r.code, r.stderr)
+	}
 }
 
 func giveTo(t *testing.T, u *user.User, paths ...string) {

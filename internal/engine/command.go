@@ -28,12 +28,14 @@ func RunCommand(ctx context.Context, r *recipe.Recipe, st recipe.Step, connEnv m
 	cmd.Stderr = cmd.Stdout
 	// Its own process group, so cancelling kills the whole pipeline.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	as := ""
 	if c := callerFrom(ctx); c != nil && !rootAuthored(r) {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.GID), Groups: c.Groups}
 		cmd.Env = callerEnv(cmd.Env, c)
+		as = fmt.Sprintf(" (run steps run as the user who asked, uid %d: they must be able to enter %s)", c.UID, r.Dir)
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s: %w", st.Name, err)
+		return fmt.Errorf("%s: %w%s", st.Name, err, as)
 	}
 	done := make(chan struct{})
 	go func() {
