@@ -26,6 +26,7 @@ func TestPostgres(t *testing.T) {
 			return fmt.Sprintf("CREATE TABLE items(id serial PRIMARY KEY, name text NOT NULL);\nINSERT INTO items(name) SELECT 'item ' || g FROM generate_series(1, %d) g;\n", n)
 		},
 		Command: `psql -v ON_ERROR_STOP=1 -qc "INSERT INTO items(name) VALUES ('cmd')"`,
+		Bare:    []string{"psql", "-XAtc", "SELECT count(*) FROM items"},
 		BadSQL:  "CREATE TABLE a(x int);\nINSERT INTO a VALUES (1);\nINSERT INTO nosuch\n VALUES (2);\n",
 		Dump: func(t *testing.T, c engine.Conn, path string) {
 			enginetest.RunCLI(t, c, "pg_dump", "-Fc", "--no-owner", "-f", path)
@@ -52,7 +53,9 @@ func TestMariaDB(t *testing.T) {
 		Seed: func(n int) string {
 			return fmt.Sprintf("CREATE TABLE items(id int AUTO_INCREMENT PRIMARY KEY, name text NOT NULL);\nINSERT INTO items(name) SELECT CONCAT('item ', seq) FROM seq_1_to_%d;\n", n)
 		},
-		Command: `mariadb -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "INSERT INTO items(name) VALUES ('cmd')"`,
+		// A bare client: the instance's my.cnf (MYSQL_HOME) names user, host, port and database.
+		Command: `mariadb -e "INSERT INTO items(name) VALUES ('cmd')"`,
+		Bare:    []string{"mariadb", "-N", "-e", "SELECT count(*) FROM items"},
 		BadSQL:  "CREATE TABLE a(x int);\nINSERT INTO a VALUES (1);\nINSERT INTO nosuch\n VALUES (2);\n",
 		Dump: func(t *testing.T, c engine.Conn, path string) {
 			enginetest.RunCLI(t, c, "mariadb-dump", "-h", c.Env["MYSQL_HOST"], "-P", c.Env["MYSQL_PORT"], "-u", c.Env["MYSQL_USER"], "-r", path, c.Env["MYSQL_DATABASE"])

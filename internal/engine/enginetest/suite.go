@@ -34,6 +34,10 @@ type Dialect struct {
 	Command string
 	// BadSQL is a file whose line 3 holds a failing statement.
 	BadSQL string
+	// Bare is the engine's command-line client counting items with no
+	// connection options at all: the instance's env must be enough (what
+	// `dbfork run -- CLIENT` relies on). Empty: not checked.
+	Bare []string
 	// Dump writes a dump of the instance's database to path.
 	Dump func(t *testing.T, c engine.Conn, path string)
 }
@@ -199,6 +203,11 @@ func checkPair(t *testing.T, d Dialect, eng engine.Engine, s *store.Store, g *go
 	checkListening(t, ins[0].State.Server)
 	if n := count(t, dbs[0]); n != 2001 {
 		t.Fatalf("clone has %d rows, want 2001", n)
+	}
+	if len(d.Bare) > 0 {
+		if out := RunCLI(t, *ins[0].State.Conn, d.Bare[0], d.Bare[1:]...); strings.TrimSpace(out) != "2001" {
+			t.Fatalf("%s with the instance env only: %q, want 2001", d.Bare[0], out)
+		}
 	}
 	if _, err := dbs[0].ExecContext(ctx, "INSERT INTO items(name) VALUES ('only-in-a')"); err != nil {
 		t.Fatal(err)

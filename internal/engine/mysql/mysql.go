@@ -147,6 +147,9 @@ func (e *Engine) Conn(srv *engine.Server) engine.Conn {
 	if srv.Password != "" {
 		env["MYSQL_PWD"] = srv.Password
 	}
+	if srv.Listen {
+		env["MYSQL_HOME"] = clientDir(srv) // my.cnf: user, host, port, database
+	}
 	socketURL := fmt.Sprintf("mysql://%s@localhost/%s?socket=%s", srv.User, srv.Database, url.QueryEscape(sock))
 	c := engine.Conn{URL: u.String(), SocketURL: socketURL, Env: env}
 	if !srv.Listen {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -91,6 +92,11 @@ func (e *Engine) startOnce(ctx context.Context, spec engine.StartSpec, port int)
 	srv.Engine, srv.Port, srv.SocketDir = e.Name(), port, spec.SocketDir
 	srv.Database, srv.User, srv.DataDir = spec.Database, spec.Owner, spec.DataDir
 	srv.Listen = spec.Listen
+	if spec.Listen {
+		if err := writeClientConfig(srv); err != nil {
+			return srv, err
+		}
+	}
 	if spec.OnLaunch != nil {
 		if err := spec.OnLaunch(srv); err != nil {
 			return srv, err
@@ -190,7 +196,32 @@ func portTaken(logFile string) bool {
 // innodb_fast_shutdown says). A clone about to be thrown away gets the
 // same signal with a shorter grace before SIGKILL.
 func (e *Engine) Stop(ctx context.Context, srv *engine.Server, clean bool) error {
-	return engine.StopRecorded(ctx, srv, clean)
+	err := engine.StopRecorded(ctx, srv, clean)
+	_ = os.RemoveAll(clientDir(srv)) // a plain dir of one file, never a mount
+	return err
+}
+
+// clientDir holds the client option file of a server: beside its socket
+// dir, in the instance or build dir.
+func clientDir(srv *engine.Server) string {
+	return filepath.Join(filepath.Dir(srv.SocketDir), "client")
+}
+
+// writeClientConfig writes CLIENT_DIR/my.cnf, which the mariadb/mysql
+// command-line clients read when MYSQL_HOME (MARIADB_HOME) points there
+// (Conn exports it): a bare `mariadb` in a recipe's run step or under
+// `dbfork run` then reaches this server as its owner over 127.0.0.1.
+// Those clients ignore MYSQL_USER and would log in as the Unix user. The
+// password is not in it (MYSQL_PWD carries it), so it may be readable by
+// any caller who holds the lease.
+func writeClientConfig(srv *engine.Server) error {
+	dir := clientDir(srv)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cnf := fmt.Sprintf("# Written by dbfork for the server on port %d; removed with it.\n[client]\nuser=%s\nhost=127.0.0.1\nport=%d\n\n[mysql]\ndatabase=%s\n",
+		srv.Port, srv.User, srv.Port, srv.Database)
+	return os.WriteFile(filepath.Join(dir, "my.cnf"), []byte(cnf), 0o644)
 }
 
 // CheckCleanShutdown reads the server log: a clean stop ends with
