@@ -14,6 +14,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
 func init() {
@@ -197,7 +198,7 @@ func portTaken(logFile string) bool {
 // same signal with a shorter grace before SIGKILL.
 func (e *Engine) Stop(ctx context.Context, srv *engine.Server, clean bool) error {
 	err := engine.StopRecorded(ctx, srv, clean)
-	_ = os.RemoveAll(clientDir(srv)) // a plain dir of one file, never a mount
+	_ = fsutil.RemoveAll(clientDir(srv))
 	return err
 }
 
