@@ -6,8 +6,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/store"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
 
@@ -22,13 +25,8 @@ func TestPrewarm(t *testing.T) {
 			if fs != "host" {
 				root = testenv.LoopFS(t, fs, 700<<20)
 			}
-			s, pg, g := buildShop(t, root)
+			_, _, g, in := overlayInstance(t, root)
 			ctx := context.Background()
-			in, err := instance.Create(ctx, s, pg, g, instance.Options{Backend: "overlay"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer in.Destroy(ctx, s)
 			pw, err := instance.Prewarm(ctx, in.State, nil, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -73,14 +71,8 @@ func TestPrewarm(t *testing.T) {
 // read, but the hot files are still copied up.
 func TestPrewarmCutShortForWaitingClient(t *testing.T) {
 	testenv.RequireRoot(t)
-	root := testenv.Dir(t)
-	s, pg, g := buildShop(t, root)
+	_, pg, _, in := overlayInstance(t, testenv.Dir(t))
 	ctx := context.Background()
-	in, err := instance.Create(ctx, s, pg, g, instance.Options{Backend: "overlay"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Destroy(ctx, s)
 	files, err := pg.TableFiles(ctx, in.State.Server, []string{"items"})
 	if err != nil || len(files) == 0 {
 		t.Fatalf("table files of items: %v %v", files, err)
@@ -97,4 +89,17 @@ func TestPrewarmCutShortForWaitingClient(t *testing.T) {
 			t.Errorf("hot file %s not copied up: %v", f, err)
 		}
 	}
+}
+
+// overlayInstance builds the shop golden below root and clones it with
+// OverlayFS; the instance goes when the test ends.
+func overlayInstance(t *testing.T, root string) (*store.Store, *postgres.Postgres, *golden.Golden, *instance.Instance) {
+	t.Helper()
+	s, pg, g := buildShop(t, root)
+	in, err := instance.Create(context.Background(), s, pg, g, instance.Options{Backend: "overlay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Destroy(context.Background(), s) })
+	return s, pg, g, in
 }
