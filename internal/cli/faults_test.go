@@ -137,3 +137,29 @@ func TestServerKilledWhileLeased(t *testing.T) {
 	e.assertNothingLeft()
 	_ = os.Remove(filepath.Join(e.store, api.SocketName))
 }
+
+// A pool whose max does not fit in the store is refused at the first
+// acquire, by a real daemon, saying what fits; nothing is created.
+func TestPoolRefusesWhatDoesNotFit(t *testing.T) {
+	e := newEnv(t)
+	mnt := testenv.LoopFS(t, "xfs", 300<<20)
+	e.store = filepath.Join(mnt, "store")
+	rec := testenv.ShopRecipe(t, filepath.Join(e.root, "wide"), 100)
+	f, err := os.OpenFile(rec, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString("\n[pool]\nmin = 0\nmax = 64\n")
+	f.Close()
+	srv, _, _ := e.startServe()
+	r := e.run("run", "-f", rec, "--", "true")
+	if r.code != 2 || !strings.Contains(r.stderr, "pool max 64 needs about") || !strings.Contains(r.stderr, "fits") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Fatalf("a pool too big for the store: exit %d %q", r.code, r.stderr)
+	}
+	if ins := e.ls().Instances; len(ins) != 0 {
+		t.Fatalf("a refused pool made instances: %+v", ins)
+	}
+	_ = srv.Process.Signal(syscall.SIGTERM)
+	_ = srv.Wait()
+	e.assertNothingLeft()
+}
