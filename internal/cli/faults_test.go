@@ -23,8 +23,7 @@ import (
 // space given back.
 func TestBuildOnFullDisk(t *testing.T) {
 	e := newEnv(t)
-	mnt := testenv.LoopFS(t, "xfs", 300<<20)
-	e.store = filepath.Join(mnt, "store")
+	mnt := e.useLoopStore("xfs", 300<<20)
 	big := testenv.WriteRecipe(t, filepath.Join(e.root, "big"), "engine = \"postgres\"\n[[load]]\nsql = [\"big.sql\"]\n",
 		map[string]string{"big.sql": "create table t(a text);\ninsert into t select repeat('x', 1000) from generate_series(1, 400000);\n"})
 	var before syscall.Statfs_t
@@ -142,8 +141,7 @@ func TestServerKilledWhileLeased(t *testing.T) {
 // acquire, by a real daemon, saying what fits; nothing is created.
 func TestPoolRefusesWhatDoesNotFit(t *testing.T) {
 	e := newEnv(t)
-	mnt := testenv.LoopFS(t, "xfs", 300<<20)
-	e.store = filepath.Join(mnt, "store")
+	e.useLoopStore("xfs", 300<<20)
 	rec := testenv.ShopRecipe(t, filepath.Join(e.root, "wide"), 100)
 	f, err := os.OpenFile(rec, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -162,4 +160,19 @@ func TestPoolRefusesWhatDoesNotFit(t *testing.T) {
 	_ = srv.Process.Signal(syscall.SIGTERM)
 	_ = srv.Wait()
 	e.assertNothingLeft()
+}
+
+// useLoopStore moves the env's store onto a fresh loop filesystem. Its
+// cleanup (run before the filesystem is unmounted) gc's that store and
+// points the env back, so the env's own final gc does not recreate a
+// store in the bare mount point.
+func (e *env) useLoopStore(fstype string, size int64) string {
+	mnt := testenv.LoopFS(e.t, fstype, size)
+	orig := e.store
+	e.store = filepath.Join(mnt, "store")
+	e.t.Cleanup(func() {
+		e.run("gc", "--all")
+		e.store = orig
+	})
+	return mnt
 }
