@@ -4,37 +4,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
-// ParseSize reads sizes like 100M, 1G, 1.5G, 512K (binary units).
+// ParseSize reads a dataset size (fsutil.ParseSize) of at least 1M.
 func ParseSize(s string) (int64, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
+	v, err := fsutil.ParseSize(s)
+	if err != nil {
+		return 0, err
 	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f <= 0 {
-		return 0, errs.Invalid("size %q: give a positive number with K, M, G or T (e.g. 100M, 1.5G)", s)
-	}
-	v := int64(f * float64(mult))
 	if v < 1<<20 {
 		return 0, errs.Invalid("size %q is under 1M: too small to measure anything", s)
 	}

@@ -25,7 +25,7 @@ func newStoreCmd(g *globals) *cobra.Command {
 				root = store.DefaultRoot()
 			}
 			root, _ = filepath.Abs(root)
-			n, err := store.ParseSize(size)
+			n, err := fsutil.ParseSize(size)
 			if err != nil {
 				return err
 			}

@@ -108,30 +108,3 @@ func CreateLoopFS(img, dir, fstype string, size int64) error {
 func UnmountImage(dir string) error {
 	return fsutil.Unmount(dir)
 }
-
-// ParseSize reads sizes like 500M, 20G, 1T or a plain byte count.
-func ParseSize(s string) (int64, error) {
-	s = strings.TrimSpace(strings.ToUpper(s))
-	s = strings.TrimSuffix(strings.TrimSuffix(s, "IB"), "B")
-	mult := int64(1)
-	if n := len(s); n > 0 {
-		switch s[n-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			s = s[:n-1]
-		}
-	}
-	var v int64
-	if _, err := fmt.Sscanf(s, "%d", &v); err != nil || v <= 0 || fmt.Sprint(v) != s {
-		return 0, errs.Invalid("size %q: use a number with K, M, G or T, e.g. 20G", s)
-	}
-	return v * mult, nil
-}
