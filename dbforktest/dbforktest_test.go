@@ -38,16 +38,21 @@ max = 4
 	return storeDir, recipe
 }
 
-func rows(t *testing.T, dsn string) string {
+// conn connects to dsn for the rest of the test.
+func conn(t *testing.T, dsn string) *pgx.Conn {
 	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, dsn)
+	c, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close(ctx)
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+func rows(t *testing.T, dsn string) string {
+	t.Helper()
 	var s string
-	if err := c.QueryRow(ctx, "select string_agg(v, ',' order by v) from t").Scan(&s); err != nil {
+	if err := conn(t, dsn).QueryRow(context.Background(), "select string_agg(v, ',' order by v) from t").Scan(&s); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -55,13 +60,7 @@ func rows(t *testing.T, dsn string) string {
 
 func write(t *testing.T, dsn, v string) {
 	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "insert into t values ($1)", v); err != nil {
+	if _, err := conn(t, dsn).Exec(context.Background(), "insert into t values ($1)", v); err != nil {
 		t.Fatal(err)
 	}
 }

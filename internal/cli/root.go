@@ -44,7 +44,7 @@ func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Under sudo, recipe `run` steps run as the user who typed the command.
-	err := root.ExecuteContext(engine.WithCaller(ctx, engine.SudoCaller()))
+	err := root.ExecuteContext(engine.WithCaller(ctx, engine.SudoCaller))
 	if err == nil {
 		return 0
 	}

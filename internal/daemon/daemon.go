@@ -193,9 +193,9 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 // a unix-socket request, else (TCP, `serve -f`) the user behind `sudo`.
 func (d *Daemon) asCaller(ctx context.Context) context.Context {
 	if p, ok := api.PeerFrom(ctx); ok && p.Unix && p.UID >= 0 && p.GID >= 0 {
-		return engine.WithCaller(ctx, engine.LookupCaller(p.UID, p.GID))
+		return engine.WithCaller(ctx, func() *engine.Caller { return engine.LookupCaller(p.UID, p.GID) })
 	}
-	return engine.WithCaller(ctx, engine.SudoCaller())
+	return engine.WithCaller(ctx, engine.SudoCaller)
 }
 
 // EnsureGolden implements api.Service.

@@ -6,6 +6,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Caller is the user a recipe's `run` steps run as: the person who asked
@@ -22,17 +23,22 @@ type Caller struct {
 
 type callerKey struct{}
 
-// WithCaller makes RunCommand run commands as c (nil: as this process).
-func WithCaller(ctx context.Context, c *Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
+// WithCaller makes RunCommand run commands as the user who returns
+// (nil: as this process). who is called once, when a command first runs:
+// most commands never build, so they never look the user up.
+func WithCaller(ctx context.Context, who func() *Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, sync.OnceValue(who))
 }
 
 func callerFrom(ctx context.Context) *Caller {
-	c, _ := ctx.Value(callerKey{}).(*Caller)
-	if c == nil || c.UID == os.Geteuid() {
+	who, _ := ctx.Value(callerKey{}).(func() *Caller)
+	if who == nil {
 		return nil
 	}
-	return c
+	if c := who(); c != nil && c.UID != os.Geteuid() {
+		return c
+	}
+	return nil
 }
 
 // LookupCaller describes uid (with gid as its primary group) from the
