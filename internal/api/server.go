@@ -28,6 +28,7 @@ type Server struct {
 	log   *slog.Logger
 	token string // required on TCP connections
 	http  *http.Server
+	act   activity
 }
 
 // NewServer wraps svc. token guards TCP listeners (unix-socket callers are
@@ -37,6 +38,7 @@ func NewServer(svc Service, token string, log *slog.Logger) *Server {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Server{svc: svc, log: log, token: token}
+	s.act.last = time.Now()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", s.health)
 	mux.HandleFunc("POST /v1/goldens", s.golden)
@@ -49,7 +51,7 @@ func NewServer(svc Service, token string, log *slog.Logger) *Server {
 		s.fail(w, r, errs.NotFound("no API call %s %s (see docs/api.md)", r.Method, r.URL.Path))
 	})
 	s.http = &http.Server{
-		Handler:           s.guard(mux),
+		Handler:           s.act.track(s.guard(mux)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),

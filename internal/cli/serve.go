@@ -26,6 +26,7 @@ import (
 func newServeCmd(g *globals) *cobra.Command {
 	var tcp, backendName string
 	var recipes []string
+	var idle time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve [-f dbfork.toml]... [--tcp 127.0.0.1:PORT]",
 		Short: "Keep warm pools of instances and lease them over a local HTTP/JSON API (STORE/dbfork.sock)",
@@ -33,19 +34,22 @@ func newServeCmd(g *globals) *cobra.Command {
 made. The API listens on the unix socket STORE/dbfork.sock (mode 0600,
 owned by the invoking user, also under sudo); with --tcp also on a loopback
 port, where every call needs the bearer token written to STORE/api-token.
--f warms the pool of a recipe at start. See docs/api.md.`,
+-f warms the pool of a recipe at start. With --idle it also leaves by itself
+once no call has come for that long and nothing is leased (what
+` + "`dbfork daemon start`" + ` uses). See docs/api.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return serve(cmd.Context(), g, recipes, backendName, tcp)
+			return serve(cmd.Context(), g, recipes, backendName, tcp, idle)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&recipes, "file", "f", nil, "recipe whose pool to warm at start (repeatable)")
 	cmd.Flags().StringVar(&backendName, "backend", "auto", "clone backend of the pools warmed with -f")
 	cmd.Flags().StringVar(&tcp, "tcp", "", "also listen on this loopback address (e.g. 127.0.0.1:7420), token required")
+	cmd.Flags().DurationVar(&idle, "idle", 0, "exit after this long with no API call and nothing leased (0: run until stopped)")
 	return cmd
 }
 
-func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp string) error {
+func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp string, idle time.Duration) error {
 	var tcpAddr *net.TCPAddr
 	if tcp != "" {
 		a, err := net.ResolveTCPAddr("tcp", tcp)
@@ -146,6 +150,14 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 	select {
 	case <-ctx.Done():
 	case failed = <-serveErr:
+	case <-idleExit(ctx, srv, d, idle):
+		// Nobody uses us: stop answering first, so a client arriving now
+		// starts a new daemon instead of leasing from one that is leaving.
+		g.log.Info("idle: no call and nothing leased", "for", idle)
+		_ = os.Remove(sock)
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
 	}
 	g.log.Info("shutting down: stopping every instance")
 	// Pools first, so calls waiting for an instance end at once; then the
@@ -158,6 +170,31 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 		return failed
 	}
 	return cerr
+}
+
+// idleExit is closed once the daemon has had no call for idle and holds no
+// lease; never when idle is 0.
+func idleExit(ctx context.Context, srv *api.Server, d *daemon.Daemon, idle time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	if idle <= 0 {
+		return ch
+	}
+	go func() {
+		t := time.NewTicker(min(idle/4, time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if srv.IdleFor() >= idle && d.Health().Leases == 0 {
+					close(ch)
+					return
+				}
+			}
+		}
+	}()
+	return ch
 }
 
 func newToken() string {

@@ -1,0 +1,290 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// DefaultIdle is how long a daemon started on demand stays without calls
+// and leases before it stops every instance and exits.
+const DefaultIdle = 30 * time.Second
+
+// daemonInfo is what `dbfork daemon start|status --json` prints: all a
+// client needs to reach the API (docs/api.md, "Finding the daemon").
+type daemonInfo struct {
+	Socket  string `json:"socket"`
+	Store   string `json:"store"`
+	PID     int    `json:"pid"`
+	Started bool   `json:"started"`
+}
+
+func newDaemonCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "daemon start|status|stop",
+		Short: "Make sure a `dbfork serve` runs for the store (started on demand, leaves when idle), show it, or stop it",
+		Args:  noArgs,
+	}
+	var asJSON bool
+	var idle, wait time.Duration
+	start := &cobra.Command{
+		Use:   "start [--idle 30s] [--json]",
+		Short: "Start a daemon for the store unless one answers; wait until it does; print its socket",
+		Long: `start is what test runners call before they ask for leases: when a daemon
+already answers on STORE/dbfork.sock it only prints where; otherwise it
+starts ` + "`dbfork serve --idle`" + ` in the background (its own session, log in
+STORE/logs/serve.log) and waits until it answers. When several start at
+once, one daemon wins and serves them all. The daemon leaves by itself
+after --idle without calls and leases, stopping every instance it made.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			info, err := ensureDaemon(cmd.Context(), g, idle, wait)
+			if err != nil {
+				return err
+			}
+			return printDaemon(g, info, asJSON)
+		},
+	}
+	start.Flags().DurationVar(&idle, "idle", DefaultIdle, "the started daemon exits after this long without calls and leases (0: never)")
+	start.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the daemon to answer")
+	status := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Say whether a daemon serves the store (exit 3 when none does)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root, err := g.storeRoot()
+			if err != nil {
+				return err
+			}
+			sock := api.SocketPath(root)
+			h, err := health(cmd.Context(), sock)
+			if err != nil {
+				return err
+			}
+			return printDaemon(g, &daemonInfo{Socket: sock, Store: root, PID: h.PID}, asJSON)
+		},
+	}
+	stop := &cobra.Command{
+		Use:   "stop",
+		Short: "Stop the store's daemon (it stops and removes every instance it made) and wait until it is gone",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return stopDaemon(cmd.Context(), g)
+		},
+	}
+	for _, c := range []*cobra.Command{start, status} {
+		c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	}
+	cmd.AddCommand(start, status, stop)
+	return cmd
+}
+
+func printDaemon(g *globals, info *daemonInfo, asJSON bool) error {
+	if asJSON {
+		return printJSON(g.stdout, info)
+	}
+	how := "running"
+	if info.Started {
+		how = "started"
+	}
+	fmt.Fprintf(g.stdout, "%s (dbfork serve pid %d, %s, store %s)\n", info.Socket, info.PID, how, info.Store)
+	return nil
+}
+
+// storeRoot is the store's absolute path, without creating anything.
+func (g *globals) storeRoot() (string, error) {
+	root := g.store
+	if root == "" {
+		root = store.DefaultRoot()
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", errs.Invalid("store %s: %v", root, err)
+	}
+	return abs, nil
+}
+
+// health asks the daemon at sock who it is; NotFound when none answers.
+func health(ctx context.Context, sock string) (*api.Health, error) {
+	c, err := api.Dial(ctx, sock)
+	if errors.Is(err, api.ErrNoDaemon) {
+		return nil, errs.NotFound("no dbfork daemon answers on %s (start one: dbfork daemon start)", sock)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.Health(ctx)
+}
+
+// ensureDaemon returns the daemon serving the store, starting one if none
+// answers. Racing starters are fine: `serve` holds STORE/locks/serve.lock,
+// so all but one of the daemons they start exit with a conflict, and every
+// starter waits for whichever one won.
+func ensureDaemon(ctx context.Context, g *globals, idle, wait time.Duration) (*daemonInfo, error) {
+	root, err := g.storeRoot()
+	if err != nil {
+		return nil, err
+	}
+	sock := api.SocketPath(root)
+	if h, err := health(ctx, sock); err == nil {
+		return &daemonInfo{Socket: sock, Store: root, PID: h.PID}, nil
+	}
+	s, err := g.openStore()
+	if err != nil {
+		if os.Geteuid() != 0 && errors.Is(err, os.ErrPermission) {
+			return nil, errs.Unsupported("no dbfork daemon serves %s and starting one needs root: run `sudo dbfork --store %s daemon start --idle 0` once (%v)", root, root, err)
+		}
+		return nil, err
+	}
+	logFile := filepath.Join(s.Root, "logs", "serve.log")
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		child, err := spawnServe(s.Root, logFile, idle)
+		if err != nil {
+			return nil, err
+		}
+		info, again, err := awaitDaemon(ctx, sock, child, logFile)
+		if err != nil || !again {
+			if info != nil {
+				info.Store = root
+			}
+			return info, err
+		}
+		// Another daemon held the lock and has gone since (it was leaving
+		// when we looked): start ours again.
+	}
+}
+
+// spawnServe starts `dbfork serve --idle` in its own session, detached
+// from our terminal and our process group, its output in logFile.
+func spawnServe(root, logFile string, idle time.Duration) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the dbfork binary: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(logFile), 0o700); err != nil {
+		return nil, err
+	}
+	lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+	fmt.Fprintf(lf, "--- %s: dbfork daemon start (pid %d)\n", time.Now().Format(time.RFC3339), os.Getpid())
+	cmd := exec.Command(self, "--store", root, "serve", "--idle", idle.String())
+	cmd.Env = daemonEnv()
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start dbfork serve: %w", err)
+	}
+	return cmd, nil
+}
+
+// daemonEnv is our environment without the connection settings of some
+// database a test runner may have exported: the daemon outlives the run.
+func daemonEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "DATABASE_URL" || strings.HasPrefix(k, "PG") || strings.HasPrefix(k, "MYSQL") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// awaitDaemon waits until a daemon answers on sock. again is true when our
+// child lost the race for the store to a daemon that then left.
+func awaitDaemon(ctx context.Context, sock string, child *exec.Cmd, logFile string) (info *daemonInfo, again bool, err error) {
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	childGone := false
+	for {
+		if c, err := api.Dial(ctx, sock); err == nil {
+			if h, err := c.Health(ctx); err == nil {
+				return &daemonInfo{Socket: sock, PID: h.PID, Started: h.PID == child.Process.Pid}, false, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if !childGone {
+				_ = child.Process.Signal(syscall.SIGTERM)
+			}
+			return nil, false, errs.Unsupported("no dbfork daemon answered on %s in time; see %s", sock, logFile)
+		case err := <-exited:
+			childGone = true
+			var ee *exec.ExitError
+			if errors.As(err, &ee) && ee.ExitCode() == errs.ExitConflict {
+				// Another daemon holds the store; wait for its socket, or
+				// start again if it turns out to be leaving.
+				if _, herr := api.Dial(ctx, sock); errors.Is(herr, api.ErrNoDaemon) {
+					return nil, true, nil
+				}
+				continue
+			}
+			return nil, false, fmt.Errorf("dbfork serve exited at start (%v): %s", err, lastLine(logFile))
+		case <-tick.C:
+		}
+	}
+}
+
+// lastLine is the last non-empty line of a log, for a one-line error.
+func lastLine(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "see " + path
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1]) + " (log: " + path + ")"
+}
+
+// stopDaemon sends SIGTERM to the store's daemon and waits until its
+// socket is gone.
+func stopDaemon(ctx context.Context, g *globals) error {
+	root, err := g.storeRoot()
+	if err != nil {
+		return err
+	}
+	sock := api.SocketPath(root)
+	h, err := health(ctx, sock)
+	if err != nil {
+		return err
+	}
+	p, err := os.FindProcess(h.PID)
+	if err == nil {
+		err = p.Signal(syscall.SIGTERM)
+	}
+	if err != nil {
+		return fmt.Errorf("stop dbfork serve pid %d: %w", h.PID, err)
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := api.Dial(ctx, sock); errors.Is(err, api.ErrNoDaemon) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
