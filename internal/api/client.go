@@ -110,6 +110,15 @@ func (c *Client) Health(ctx context.Context) (*Health, error) {
 	return &h, c.do(ctx, "GET", "/v1/health", nil, &h)
 }
 
+// Touch is Health that also counts as use: a daemon started on demand
+// then stays for its whole idle time, so the caller's next call finds it.
+// (Plain health checks, such as `dbfork daemon status`, do not keep a
+// daemon alive.)
+func (c *Client) Touch(ctx context.Context) (*Health, error) {
+	var h Health
+	return &h, c.do(ctx, "GET", "/v1/health?touch=1", nil, &h)
+}
+
 // EnsureGolden builds (or finds) the golden of a recipe.
 func (c *Client) EnsureGolden(ctx context.Context, req GoldenRequest) (*Golden, error) {
 	var g Golden

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,6 +118,32 @@ func TestReapProbes(t *testing.T) {
 	for _, d := range []string{live, other} {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s removed: %v", d, err)
+		}
+	}
+}
+
+// Issue 12 C1: an overlay clone is mounted nosuid,nodev,noexec, so a
+// setuid binary or device node the server user leaves in it is inert.
+func TestOverlayMountFlags(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := testenv.Dir(t)
+	golden := filepath.Join(root, "g")
+	if err := os.MkdirAll(golden, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := backend.Get("overlay")
+	clone := filepath.Join(root, "c")
+	if _, err := b.Prepare(context.Background(), golden, clone, filepath.Join(root, "s")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Remove(context.Background(), clone, filepath.Join(root, "s")) })
+	out, err := exec.Command("findmnt", "-n", "-o", "OPTIONS", "--mountpoint", clone).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"nosuid", "nodev", "noexec"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("overlay clone mounted without %s: %s", want, out)
 		}
 	}
 }

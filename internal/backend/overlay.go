@@ -72,9 +72,12 @@ func (Overlay) Prepare(ctx context.Context, golden, clone, scratch string) ([]st
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", golden, upper, work)
 	// index=off: clones of one golden share its lower dir, and the inode
 	// index would tie the lower dir to one upper.
-	err := unix.Mount("overlay", clone, "overlay", 0, opts+",index=off")
+	// A clone holds data files only: nothing on it may run, gain
+	// privileges or be a device (the server user writes there).
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	err := unix.Mount("overlay", clone, "overlay", flags, opts+",index=off")
 	if errors.Is(err, unix.EINVAL) {
-		err = unix.Mount("overlay", clone, "overlay", 0, opts)
+		err = unix.Mount("overlay", clone, "overlay", flags, opts)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("mount overlay at %s: %w", clone, err)

@@ -15,12 +15,23 @@ import (
 
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/lockfile"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
 // DefaultIdle is how long a daemon started on demand stays without calls
 // and leases before it stops every instance and exits.
 const DefaultIdle = 30 * time.Second
+
+// defaultIdle is $DBFORK_DAEMON_IDLE when it is a duration, else
+// DefaultIdle: test runners start daemons without flags, so this is how a
+// user (or a test) sets how long one lingers.
+func defaultIdle() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("DBFORK_DAEMON_IDLE")); err == nil && d >= 0 {
+		return d
+	}
+	return DefaultIdle
+}
 
 // daemonInfo is what `dbfork daemon start|status --json` prints: all a
 // client needs to reach the API (docs/api.md, "Finding the daemon").
@@ -57,7 +68,7 @@ after --idle without calls and leases, stopping every instance it made.`,
 			return printDaemon(g, info, asJSON)
 		},
 	}
-	start.Flags().DurationVar(&idle, "idle", DefaultIdle, "the started daemon exits after this long without calls and leases (0: never)")
+	start.Flags().DurationVar(&idle, "idle", defaultIdle(), "the started daemon exits after this long without calls and leases (0: never; default $DBFORK_DAEMON_IDLE or 30s)")
 	start.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the daemon to answer")
 	status := &cobra.Command{
 		Use:   "status [--json]",
@@ -118,12 +129,20 @@ func (g *globals) storeRoot() (string, error) {
 
 // health asks the daemon at sock who it is; NotFound when none answers.
 func health(ctx context.Context, sock string) (*api.Health, error) {
+	return ask(ctx, sock, false)
+}
+
+// ask is health, counting as a use of the daemon when touch is set.
+func ask(ctx context.Context, sock string, touch bool) (*api.Health, error) {
 	c, err := api.Dial(ctx, sock)
 	if errors.Is(err, api.ErrNoDaemon) {
 		return nil, errs.NotFound("no dbfork daemon answers on %s (start one: dbfork daemon start)", sock)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if touch {
+		return c.Touch(ctx)
 	}
 	return c.Health(ctx)
 }
@@ -138,7 +157,7 @@ func ensureDaemon(ctx context.Context, g *globals, idle, wait time.Duration) (*d
 		return nil, err
 	}
 	sock := api.SocketPath(root)
-	if h, err := health(ctx, sock); err == nil {
+	if h, err := ask(ctx, sock, true); err == nil {
 		return &daemonInfo{Socket: sock, Store: root, PID: h.PID}, nil
 	}
 	s, err := g.openStore()
@@ -219,7 +238,7 @@ func awaitDaemon(ctx context.Context, sock string, child *exec.Cmd, logFile stri
 	childGone := false
 	for {
 		if c, err := api.Dial(ctx, sock); err == nil {
-			if h, err := c.Health(ctx); err == nil {
+			if h, err := c.Touch(ctx); err == nil {
 				return &daemonInfo{Socket: sock, PID: h.PID, Started: h.PID == child.Process.Pid}, false, nil
 			}
 		}
@@ -256,8 +275,8 @@ func lastLine(path string) string {
 	return strings.TrimSpace(lines[len(lines)-1]) + " (log: " + path + ")"
 }
 
-// stopDaemon sends SIGTERM to the store's daemon and waits until its
-// socket is gone.
+// stopDaemon sends SIGTERM to the store's daemon and waits until it has
+// stopped its instances and exited (its serve.lock is free).
 func stopDaemon(ctx context.Context, g *globals) error {
 	root, err := g.storeRoot()
 	if err != nil {
@@ -277,8 +296,9 @@ func stopDaemon(ctx context.Context, g *globals) error {
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	lock := filepath.Join(root, "locks", "serve.lock")
 	for {
-		if _, err := api.Dial(ctx, sock); errors.Is(err, api.ErrNoDaemon) {
+		if !lockfile.Held(lock) {
 			return nil
 		}
 		select {

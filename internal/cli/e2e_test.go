@@ -61,7 +61,9 @@ type result struct {
 func (e *env) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(bin, append([]string{"--store", e.store}, args...)...)
 	c.Dir = e.proj
-	c.Env = append(os.Environ(), "DBFORK_STORE=")
+	// Tests make many stores: plain ones, unless a test is about the
+	// automatic image (TestStoreMakesItselfFast clears this).
+	c.Env = append(os.Environ(), "DBFORK_STORE=", "DBFORK_STORE_FS=plain")
 	return c
 }
 

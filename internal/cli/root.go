@@ -91,8 +91,22 @@ real PostgreSQL server running on it, in milliseconds.`,
 	return root
 }
 
+// StoreFSEnv opts out of putting a new store on an XFS image of its own:
+// DBFORK_STORE_FS=plain (the same as `dbfork store init --fs plain`).
+const StoreFSEnv = "DBFORK_STORE_FS"
+
 func (g *globals) openStore() (*store.Store, error) {
-	return store.Open(g.store)
+	auto := true
+	switch v := os.Getenv(StoreFSEnv); v {
+	case "", "auto":
+	case "plain":
+		auto = false
+	default:
+		return nil, errs.Invalid("%s=%q: use auto (the default) or plain", StoreFSEnv, v)
+	}
+	return store.OpenWith(g.store, store.Options{AutoImage: auto, Notify: func(msg string) {
+		fmt.Fprintln(g.stderr, "dbfork: "+msg)
+	}})
 }
 
 // openEngine locates the server binaries a recipe needs.

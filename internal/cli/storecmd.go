@@ -16,8 +16,8 @@ func newStoreCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "store", Short: "Manage the store's filesystem"}
 	var fstype, size string
 	initCmd := &cobra.Command{
-		Use:   "init --fs xfs|btrfs --size N",
-		Short: "Create a loop-backed XFS (reflink) or btrfs store (root; sparse image beside the store, remounted on demand)",
+		Use:   "init --fs xfs|btrfs|plain --size N",
+		Short: "Create a loop-backed XFS (reflink) or btrfs store (root; sparse image beside the store, remounted on demand), or a plain one",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			root := g.store
@@ -25,6 +25,18 @@ func newStoreCmd(g *globals) *cobra.Command {
 				root = store.DefaultRoot()
 			}
 			root, _ = filepath.Abs(root)
+			if fstype == "plain" {
+				// A plain store: the explicit opt-out of an automatic image.
+				if _, err := os.Lstat(root); err == nil {
+					return errs.Conflict("store %s already exists; dbfork leaves existing stores as they are", root)
+				}
+				if _, err := store.Open(root); err != nil {
+					return err
+				}
+				fs, _ := fsutil.FSType(root)
+				fmt.Fprintf(g.stdout, "store %s is a plain directory on %s\n", root, fs)
+				return nil
+			}
 			n, err := fsutil.ParseSize(size)
 			if err != nil {
 				return err
@@ -40,7 +52,7 @@ func newStoreCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	initCmd.Flags().StringVar(&fstype, "fs", "xfs", "filesystem: xfs (reflink) or btrfs (snapshots)")
+	initCmd.Flags().StringVar(&fstype, "fs", "xfs", "filesystem: xfs (reflink), btrfs (snapshots), or plain (a directory where it is, no image)")
 	initCmd.Flags().StringVar(&size, "size", "20G", "image size (sparse: only what is written uses disk)")
 
 	umountCmd := &cobra.Command{
@@ -69,6 +81,21 @@ func newStoreCmd(g *globals) *cobra.Command {
 			return store.UnmountImage(root)
 		},
 	}
-	cmd.AddCommand(initCmd, umountCmd)
+	mountCmd := &cobra.Command{
+		Use:   "mount",
+		Short: "Mount a loop-backed store's image (done on demand anyway); adopts a root-owned image made before dbfork recorded its images",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root, err := g.storeRoot()
+			if err != nil {
+				return err
+			}
+			if os.Geteuid() != 0 {
+				return errs.Unsupported("mounting a store image needs root: sudo dbfork --store %s store mount", root)
+			}
+			return store.AdoptImage(root)
+		},
+	}
+	cmd.AddCommand(initCmd, mountCmd, umountCmd)
 	return cmd
 }

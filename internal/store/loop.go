@@ -11,8 +11,9 @@ import (
 	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
-// A loop-backed store keeps its filesystem in ROOT.img beside ROOT. The
-// image's existence is the record: Open remounts it after a reboot.
+// A loop-backed store keeps its filesystem in ROOT.img beside ROOT. Open
+// remounts it after a reboot, but only an image dbfork recorded as its own
+// (see checkImage).
 
 // ImagePath is where a loop-backed store keeps its image.
 func ImagePath(root string) string { return filepath.Clean(root) + ".img" }
@@ -28,6 +29,38 @@ func ensureLoopMounted(root string) error {
 	if os.Geteuid() != 0 {
 		return errs.Unsupported("the store image %s is not mounted at %s; mount it as root: sudo dbfork --store %s store mount", img, root, root)
 	}
+	if err := checkImage(img, root); err != nil {
+		return err
+	}
+	return MountImage(img, root)
+}
+
+// AdoptImage records an existing image as the store's own after the same
+// ownership checks, and mounts it: for images made before dbfork recorded
+// them (`dbfork store mount`).
+func AdoptImage(root string) error {
+	img := ImagePath(root)
+	if err := checkSecurePath(root); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(img); err != nil {
+		return errs.NotFound("%s is not a loop-backed store (no %s)", root, img)
+	}
+	if err := checkImage(img, root); err != nil {
+		fi, _ := os.Lstat(img)
+		if fi == nil || !fi.Mode().IsRegular() {
+			return err
+		}
+		if oerr := checkOwned(img, fi, false); oerr != nil {
+			return err
+		}
+		if err := recordImage(img, root); err != nil {
+			return err
+		}
+	}
+	if ok, err := fsutil.IsMountpoint(root); err != nil || ok {
+		return err
+	}
 	return MountImage(img, root)
 }
 
@@ -40,7 +73,9 @@ func MountImage(img, dir string) error {
 	// Buffered loop I/O (the default, no direct-io): the host caches the
 	// image's blocks once for every clone that shares them, which nearly
 	// doubled an unwarmed clone's throughput (docs/performance.md).
-	out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput()
+	// nosuid,nodev: nothing on the image may gain privileges; discard: space
+	// freed inside (deleted goldens and clones) goes back to the host.
+	out, err := exec.Command("mount", "-o", "loop,nosuid,nodev,discard", img, dir).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mount %s at %s: %v: %s", img, dir, err, strings.TrimSpace(string(out)))
 	}
@@ -92,6 +127,9 @@ func CreateLoopFS(img, dir, fstype string, size int64) error {
 		if err != nil {
 			err = fmt.Errorf("%s: %v: %s", mkfs[0], err, strings.TrimSpace(string(out)))
 		}
+	}
+	if err == nil {
+		err = recordImage(img, filepath.Clean(dir))
 	}
 	if err == nil {
 		err = MountImage(img, dir)

@@ -3,6 +3,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,9 +43,15 @@ func DefaultRoot() string {
 	return filepath.Join(home, ".local", "share", "dbfork")
 }
 
-// Open creates the store layout if needed, remounts a loop-backed store
-// after a reboot, and resolves the server user.
-func Open(root string) (*Store, error) {
+// Open opens (creating it if needed) the store at root as it is: a new
+// store is a plain directory. See OpenWith.
+func Open(root string) (*Store, error) { return OpenWith(root, Options{}) }
+
+// OpenWith creates the store layout if needed (on an XFS image of its own
+// when o.AutoImage says so and the filesystem cannot share extents),
+// remounts a loop-backed store after a reboot, and resolves the server
+// user. As root it refuses a store path others could change.
+func OpenWith(root string, o Options) (*Store, error) {
 	if root == "" {
 		root = DefaultRoot()
 	}
@@ -54,6 +61,16 @@ func Open(root string) (*Store, error) {
 	}
 	if strings.ContainsAny(abs, ",:\\\n") {
 		return nil, errs.Invalid("store path %q has a comma, colon, backslash or newline; pick a plainer path with --store", abs)
+	}
+	if err := checkSecurePath(abs); err != nil {
+		return nil, err
+	}
+	if o.AutoImage && os.Geteuid() == 0 {
+		if _, err := os.Lstat(abs); errors.Is(err, os.ErrNotExist) {
+			if err := autoImage(abs, o); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := ensureLoopMounted(abs); err != nil {
 		return nil, err

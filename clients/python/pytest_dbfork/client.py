@@ -6,7 +6,9 @@ Standard library only. See docs/api.md in the dbfork repository.
 import http.client
 import json
 import os
+import shutil
 import socket
+import subprocess
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
@@ -124,3 +126,25 @@ class Client:
 
     def pools(self):
         return self._call("GET", "/v1/pools")["pools"]
+
+
+def find_socket(store=None):
+    """The API socket, by the one rule of docs/api.md ("Finding the
+    daemon"): $DBFORK_SOCKET as it is, else whatever `dbfork daemon start`
+    says, which starts a daemon for the store when none answers (it leaves
+    by itself when idle). Raises DbforkError with dbfork's one-line reason."""
+    if os.environ.get("DBFORK_SOCKET"):
+        return os.environ["DBFORK_SOCKET"]
+    binary = os.environ.get("DBFORK_BIN") or shutil.which("dbfork")
+    if not binary:
+        raise DbforkError("dbfork is not on PATH: install it, or set DBFORK_BIN to it "
+                          "(or DBFORK_SOCKET to a running daemon's socket)", "missing_tool")
+    args = [binary] + (["--store", store] if store else []) + ["daemon", "start", "--json"]
+    try:
+        p = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as e:
+        raise DbforkError("cannot run %s: %s (set DBFORK_BIN to the dbfork binary)" % (binary, e), "missing_tool")
+    if p.returncode != 0:
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        raise DbforkError(lines[-1] if lines else "dbfork daemon start failed (exit %d)" % p.returncode, "unavailable")
+    return json.loads(p.stdout)["socket"]

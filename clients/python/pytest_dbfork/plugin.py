@@ -1,16 +1,17 @@
 """pytest plugin: each xdist worker (or the single pytest process) gets a
 session database, and each test that asks for `dbfork_db` gets a fresh one.
 
-Databases come from a running `dbfork serve` for the store; leases end when
-the test (or the worker) ends, and the daemon reclaims them if the worker
-dies. Configure with --dbfork-recipe / `dbfork_recipe` in the ini file.
+Databases come from the store's `dbfork serve`, started on demand by the
+first worker that needs one (`dbfork daemon start`; it leaves when idle);
+leases end when the test (or the worker) ends, and the daemon reclaims them
+if the worker dies. Configure with --dbfork-recipe / `dbfork_recipe` in the ini file.
 """
 
 import os
 
 import pytest
 
-from .client import Client, DbforkError
+from .client import Client, DbforkError, find_socket
 
 
 def pytest_addoption(parser):
@@ -45,7 +46,7 @@ class _Dbfork:
         self.store = os.path.join(sbase, store) if store else None
         backend, _ = _setting(config, "dbfork_backend")
         self.backend = backend or None
-        self.client = Client(store=self.store)
+        self.client = None  # found on first use: DBFORK_SOCKET or `dbfork daemon start`
         workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
         self.workers = int(workers) if workers and workers.isdigit() else 1
 
@@ -53,10 +54,9 @@ class _Dbfork:
         if not os.path.isfile(self.recipe):
             pytest.fail("dbfork: recipe %s not found: pass --dbfork-recipe or set dbfork_recipe in the ini file" % self.recipe,
                         pytrace=False)
-        if not self.client.available():
-            pytest.fail("dbfork: no `dbfork serve` answers on %s: start it (`dbfork serve -f %s &`) or pass --dbfork-store"
-                        % (self.client.socket_path, self.recipe), pytrace=False)
         try:
+            if self.client is None:
+                self.client = Client(socket_path=find_socket(self.store))
             return self.client.acquire(self.recipe, backend=self.backend)
         except DbforkError as e:
             pytest.fail("dbfork: %s" % e, pytrace=False)

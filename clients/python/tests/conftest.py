@@ -45,11 +45,14 @@ class World:
         self.serve = None
 
     def dbfork(self, *args, check=True):
-        return subprocess.run([self.bin, "--store", self.store, *args], capture_output=True, text=True, check=check)
+        # Plain: a command that merely looks at a store the test never made
+        # must not make it an XFS image.
+        env = dict(os.environ, DBFORK_STORE_FS="plain")
+        return subprocess.run([self.bin, "--store", self.store, *args], capture_output=True, text=True, check=check, env=env)
 
     def start_serve(self):
         self.serve = subprocess.Popen([self.bin, "--store", self.store, "serve", "-f", self.recipe],
-                                      stderr=subprocess.PIPE, text=True)
+                                      stderr=subprocess.PIPE, text=True, env=dict(os.environ, DBFORK_STORE_FS="plain"))
         line = self.serve.stderr.readline()
         assert "listening on" in line, line
 
@@ -58,6 +61,30 @@ class World:
             self.serve.send_signal(signal.SIGTERM)
             self.serve.wait(timeout=120)
         self.serve = None
+
+    def wait_daemon_gone(self, timeout=120):
+        """Waits for the store's on-demand daemon to leave by itself, with
+        every server it ran."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if not self.servers():
+                return
+            time.sleep(0.2)
+        raise AssertionError("the idle daemon did not leave")
+
+    def servers(self):
+        """PIDs of processes whose command line names this world's store."""
+        out = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if self.store.encode() in f.read():
+                        out.append(int(pid))
+            except OSError:
+                pass
+        return out
 
     def instances(self):
         return json.loads(self.dbfork("ls", "--json").stdout)["instances"] or []

@@ -55,15 +55,17 @@ def plugin_args():
     return ["-p", "pytest_dbfork.plugin"]
 
 
-def run_pytest(world, tmp, *args):
+def run_pytest(world, tmp, *args, env_extra=None, store="../store"):
     suite = os.path.join(world.root, "suite")
     os.makedirs(suite, exist_ok=True)
     with open(os.path.join(suite, "test_inner.py"), "w") as f:
         f.write(INNER)
     with open(os.path.join(suite, "pytest.ini"), "w") as f:
-        f.write("[pytest]\ndbfork_recipe = ../proj/dbfork.toml\ndbfork_store = ../store\n")
-    env = dict(os.environ, DBFORK_TEST_OUT=str(tmp), PYTHONPATH=PKG)
+        f.write("[pytest]\ndbfork_recipe = ../proj/dbfork.toml\ndbfork_store = %s\n" % store)
+    env = dict(os.environ, DBFORK_TEST_OUT=str(tmp), PYTHONPATH=PKG, DBFORK_BIN=world.bin, DBFORK_DAEMON_IDLE="2s")
     env.pop("DBFORK_STORE", None)
+    env.pop("DBFORK_SOCKET", None)
+    env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(), *args],
                           cwd=suite, env=env, capture_output=True, text=True)
 
@@ -78,7 +80,9 @@ def records(tmp, kind):
 
 
 def test_xdist_workers_get_isolated_databases(world, tmp_path):
-    world.start_serve()
+    # No daemon yet: the first worker that needs one starts it (on the
+    # store's own XFS image, as a new user's store would be), the others
+    # use it, and it leaves by itself once the run is over.
     r = run_pytest(world, tmp_path, "-n", "4")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "20 passed" in r.stdout, r.stdout
@@ -94,16 +98,27 @@ def test_xdist_workers_get_isolated_databases(world, tmp_path):
     # One session database per worker, each different.
     assert all(len(ids) == 1 for ids in by_worker.values()), by_worker
     assert len({next(iter(ids)) for ids in by_worker.values()}) == len(by_worker)
-    c = Client(store=world.store)
-    assert c.leases() == []
-    world.stop_serve()
+    with open(os.path.join(world.store, "logs", "serve.log")) as f:
+        log = f.read()
+    assert log.count("listening on") == 1, log
+    world.wait_daemon_gone()
     assert world.instances() == []
+    assert world.servers() == []
 
 
 def test_no_daemon_is_a_clear_failure(world, tmp_path):
-    r = run_pytest(world, tmp_path, "-k", "test_fresh_db and 0]")
+    # A store dbfork refuses to use (others may write its parent): the
+    # plugin fails with dbfork's own one-line reason.
+    bad = os.path.join(world.root, "open")
+    os.mkdir(bad)
+    os.chmod(bad, 0o777)
+    r = run_pytest(world, tmp_path, "-k", "test_fresh_db and 0]", store="../open/store")
     assert r.returncode != 0
-    assert "no `dbfork serve` answers on" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert "writable by group or others" in r.stdout + r.stderr, r.stdout + r.stderr
+    # No dbfork to start a daemon with.
+    r = run_pytest(world, tmp_path, "-k", "test_fresh_db and 0]", env_extra={"DBFORK_BIN": "/nonexistent/dbfork"})
+    assert r.returncode != 0
+    assert "set DBFORK_BIN" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
 def test_client_errors_carry_kind(world):

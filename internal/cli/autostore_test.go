@@ -1,0 +1,142 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/testenv"
+)
+
+// runAuto runs dbfork with the automatic store image allowed.
+func (e *env) runAuto(args ...string) result {
+	return e.runEnv([]string{"DBFORK_STORE_FS=auto"}, args...)
+}
+
+// unmountStoreAtEnd makes sure a test's loop-backed store goes away.
+func (e *env) unmountStoreAtEnd() {
+	e.t.Cleanup(func() {
+		e.run("down", "--all")
+		e.run("gc")
+		_ = fsutil.Unmount(e.store)
+	})
+}
+
+// mountOptions returns the mount options of the mount at dir.
+func mountOptions(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := exec.Command("findmnt", "-n", "-o", "OPTIONS", "--mountpoint", dir).Output()
+	if err != nil {
+		t.Fatalf("findmnt %s: %v", dir, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A new store on ext4 puts itself on an XFS image (saying so once), where
+// auto then takes a backend whose first writes are cheap; several
+// processes creating it at once make one image; doctor shows it.
+func TestStoreMakesItselfFast(t *testing.T) {
+	testenv.RequireRoot(t)
+	e := newEnv(t)
+	if fs, _ := fsutil.FSType(e.root); fs == "xfs" || fs == "btrfs" {
+		t.Fatalf("the test dir is on %s: this test needs a filesystem that cannot share extents", fs)
+	}
+	e.unmountStoreAtEnd()
+	var wg sync.WaitGroup
+	results := make([]result, 3)
+	for i := range results {
+		wg.Add(1)
+		go func() { defer wg.Done(); results[i] = e.runAuto("ls") }()
+	}
+	wg.Wait()
+	said := 0
+	for _, r := range results {
+		if r.code != 0 {
+			t.Fatalf("ls on a new store: exit %d %q", r.code, r.stderr)
+		}
+		if strings.Contains(r.stderr, "XFS image") {
+			said++
+		}
+	}
+	if said != 1 {
+		t.Fatalf("want one process to say it made the image, got %d: %+v", said, results)
+	}
+	if fs, _ := fsutil.FSType(e.store); fs != "xfs" {
+		t.Fatalf("store is on %s, want its own xfs image", fs)
+	}
+	opts := mountOptions(t, e.store)
+	for _, want := range []string{"nosuid", "nodev", "discard"} {
+		if !strings.Contains(opts, want) {
+			t.Errorf("store image mounted without %s: %s", want, opts)
+		}
+	}
+	fi, err := os.Lstat(e.store + ".img")
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("image: %v %v", fi, err)
+	}
+	var doc struct {
+		Store struct {
+			LoopImage string `json:"loop_image"`
+		}
+		Auto struct{ Backend string }
+	}
+	if err := json.Unmarshal([]byte(e.mustRun("doctor", "--json").stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Store.LoopImage != e.store+".img" || doc.Auto.Backend != "overlay" {
+		t.Fatalf("doctor: %+v", doc)
+	}
+	// gc never unmounts the store itself; an existing store is left as is.
+	e.mustRun("gc")
+	if ok, _ := fsutil.IsMountpoint(e.store); !ok {
+		t.Fatal("gc unmounted the store")
+	}
+	if r := e.runAuto("ls"); strings.Contains(r.stderr, "image") {
+		t.Errorf("an existing store talked about images again: %q", r.stderr)
+	}
+}
+
+// Where the disk cannot spare a useful image the store stays plain and
+// says why; --fs plain and DBFORK_STORE_FS=plain opt out.
+func TestStoreStaysPlain(t *testing.T) {
+	testenv.RequireRoot(t)
+	e := newEnv(t)
+	small := filepath.Join(e.root, "small")
+	if err := os.Mkdir(small, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1G", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = fsutil.Unmount(small) })
+	e.store = filepath.Join(small, "store")
+	r := e.runAuto("ls")
+	if r.code != 0 || !strings.Contains(r.stderr, "stays plain tmpfs") || !strings.Contains(r.stderr, "too little") {
+		t.Fatalf("store on a small tmpfs: exit %d %q", r.code, r.stderr)
+	}
+	if fs, _ := fsutil.FSType(e.store); fs != "tmpfs" {
+		t.Fatalf("store on %s", fs)
+	}
+	if _, err := os.Lstat(e.store + ".img"); !os.IsNotExist(err) {
+		t.Fatalf("an image was left: %v", err)
+	}
+
+	e.store = filepath.Join(e.root, "plain")
+	if r := e.runAuto("store", "init", "--fs", "plain"); r.code != 0 || !strings.Contains(r.stdout, "plain directory") {
+		t.Fatalf("store init --fs plain: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := e.runAuto("ls"); r.code != 0 || strings.Contains(r.stderr, "image") {
+		t.Fatalf("ls on a plain store: %d %q", r.code, r.stderr)
+	}
+	if ok, _ := fsutil.IsMountpoint(e.store); ok {
+		t.Fatal("a plain store was mounted")
+	}
+	if r := e.runEnv([]string{"DBFORK_STORE_FS=xfs"}, "ls"); r.code != 2 || !strings.Contains(r.stderr, "DBFORK_STORE_FS") {
+		t.Fatalf("bad DBFORK_STORE_FS: %d %q", r.code, r.stderr)
+	}
+}
