@@ -46,20 +46,12 @@ done_testing;
 T
 }
 
-# Start the daemon.
-my $log = "$root/serve.log";
-my $pid = fork // die;
-if ( !$pid ) {
-    open STDERR, '>', $log or die;
-    exec $bin, '--store', $store, 'serve', '-f', "$root/proj/dbfork.toml" or POSIX::_exit(127);
-}
-my $up = 0;
-for ( 1 .. 600 ) {
-    if ( -S "$store/dbfork.sock" && slurp($log) =~ /listening on/ ) { $up = 1; last }
-    select undef, undef, undef, 0.1;
-}
-ok $up, 'dbfork serve is listening' or diag slurp($log);
-
+# No daemon is started here: the plugin starts one on demand (on the
+# store's own XFS image, as a new user's store would be), and it leaves by
+# itself once prove is done.
+local $ENV{DBFORK_BIN}         = $bin;
+local $ENV{DBFORK_DAEMON_IDLE} = '2s';
+delete $ENV{DBFORK_SOCKET};
 local $ENV{PERL5LIB} = join ':', grep { defined && length } $lib, $ENV{PERL5LIB};
 local $ENV{DBFORK_STORE};
 delete $ENV{DBFORK_STORE};
@@ -75,21 +67,43 @@ is scalar( keys %uniq ), 8, 'each had its own instance';
 require Test::Dbfork::Client;
 my $leases = Test::Dbfork::Client->new( store => $store )->leases;
 is scalar(@$leases), 0, 'every lease released when prove ended';
+my @started = slurp("$store/logs/serve.log") =~ /listening on/g;
+is scalar(@started), 1, 'one daemon served every test process';
 
-# A missing daemon is a clear error, not a hang.
-my $bad = `cd $root/suite && prove -PDbfork=$root/proj/dbfork.toml,store=$root/nowhere . 2>&1`;
+# No daemon can be had (dbfork refuses a store others may write): a clear
+# error, not a hang.
+mkdir "$root/open";
+chmod 0777, "$root/open";
+my $bad = `cd $root/suite && prove -PDbfork=$root/proj/dbfork.toml,store=$root/open/store . 2>&1`;
 isnt $?, 0, 'prove fails without a daemon';
-like $bad, qr/no `dbfork serve` answers/, 'and says why';
+like $bad, qr/writable by group or others/, 'and says why';
 
-kill 'TERM', $pid;
-waitpid $pid, 0;
-is $?, 0, 'serve shut down cleanly';
+# The daemon leaves by itself, with every server it ran.
+my $gone = 0;
+for ( 1 .. 1200 ) {
+    if ( !servers_of($store) ) { $gone = 1; last }
+    select undef, undef, undef, 0.1;
+}
+ok $gone, 'the idle daemon left with its servers';
+local $ENV{DBFORK_STORE_FS} = 'plain';
 my $ls = JSON::PP->new->decode( scalar `$bin --store $store ls --json` );
 is scalar( @{ $ls->{instances} || [] } ), 0, 'no instance left' or diag explain $ls;
 
 system $bin, '--store', $store, 'gc', '--all';
+system 'umount', $store;    # its own XFS image
 File::Path::remove_tree($root);
 done_testing;
 
 sub write_file { my ( $p, $c ) = @_; open my $fh, '>', $p or die "$p: $!"; print $fh $c; close $fh }
+sub servers_of {
+    my ($dir) = @_;
+    my @pids;
+    for my $p ( glob '/proc/[0-9]*' ) {
+        open my $fh, '<', "$p/cmdline" or next;
+        local $/;
+        my $c = <$fh> // '';
+        push @pids, $p if index( $c, $dir ) >= 0;
+    }
+    return @pids;
+}
 sub slurp { my ($p) = @_; open my $fh, '<', $p or return ''; local $/; <$fh> }

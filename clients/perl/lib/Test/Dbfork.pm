@@ -35,7 +35,7 @@ sub import {
     return if $ENV{PERL_TEST_DBFORK_DSN} || $LEASE;    # a child: use the parent's database
     my $recipe = $ENV{DBFORK_RECIPE}
       or die "Test::Dbfork: set DBFORK_RECIPE to your dbfork.toml (prove -PDbfork=dbfork.toml does)\n";
-    my $client = Test::Dbfork::Client->new;
+    my $client = Test::Dbfork::Client->new( socket => Test::Dbfork::Client->find_socket( store => $ENV{DBFORK_STORE} ) );
     my %o;
     $o{backend} = $ENV{DBFORK_BACKEND} if $ENV{DBFORK_BACKEND};
     $LEASE     = $client->acquire( $recipe, %o );
@@ -51,7 +51,7 @@ sub import {
 END {
     if ( $LEASE && defined $OWNER_PID && $OWNER_PID == $$ ) {
         local $@;
-        eval { Test::Dbfork::Client->new->release( $LEASE->{id} ) };
+        eval { Test::Dbfork::Client->new( socket => $ENV{DBFORK_SOCKET} || Test::Dbfork::Client->find_socket( store => $ENV{DBFORK_STORE} ) )->release( $LEASE->{id} ) };
     }
 }
 

@@ -22,6 +22,32 @@ sub new {
     return bless { socket => $o{socket} || "$store/dbfork.sock" }, $class;
 }
 
+# find_socket(store => DIR): the API socket by the one rule of docs/api.md
+# ("Finding the daemon"): $DBFORK_SOCKET as it is, else what
+# `dbfork daemon start --json` prints; it starts a daemon for the store when
+# none answers (the daemon leaves by itself when idle). Dies with dbfork's
+# one-line reason.
+sub find_socket {
+    my ( $class, %o ) = @_;
+    return $ENV{DBFORK_SOCKET} if $ENV{DBFORK_SOCKET};
+    my $bin = $ENV{DBFORK_BIN} || 'dbfork';
+    my @cmd = ( $bin, ( $o{store} ? ( '--store', $o{store} ) : () ), 'daemon', 'start', '--json' );
+    my $pid = open( my $out, '-|' ) // die "dbfork: cannot fork: $!\n";
+    if ( !$pid ) {
+        open STDERR, '>&', \*STDOUT or die;    # one stream: JSON or the error line
+        open STDIN, '<', '/dev/null';
+        exec {$cmd[0]} @cmd or do { print "dbfork: cannot run $bin: $! (set DBFORK_BIN to the dbfork binary)\n"; require POSIX; POSIX::_exit(127) };
+    }
+    my $text = do { local $/; <$out> };
+    close $out;
+    if ( $? != 0 ) {
+        my @lines = grep { /\S/ } split /\n/, ( $text // '' );
+        die( ( @lines ? $lines[-1] : "dbfork daemon start failed (exit " . ( $? >> 8 ) . ")" ) . "\n" );
+    }
+    my ($json) = $text =~ /(\{.*\})/s or die "dbfork daemon start printed no JSON: $text\n";
+    return JSON::PP->new->decode($json)->{socket};
+}
+
 sub socket_path { $_[0]{socket} }
 
 # call(METHOD, PATH, BODY) -> decoded JSON; dies with "dbfork serve: ..."

@@ -2,7 +2,7 @@ package App::Prove::Plugin::Dbfork;
 # prove -j4 -PDbfork=path/to/dbfork.toml t/
 #
 # Every test process gets its own fresh, pre-seeded database from the
-# store's `dbfork serve`, in PERL_TEST_DBFORK_DSN (+ _USER, _PASSWORD) and
+# store's `dbfork serve` (started on demand: `dbfork daemon start`), in PERL_TEST_DBFORK_DSN (+ _USER, _PASSWORD) and
 # DATABASE_URL, like App::Prove::Plugin::MySQLPool did. Each lease ends
 # with its test process. Options after the recipe: store=DIR, backend=B.
 #   prove -PDbfork=dbfork.toml,store=/var/lib/dbfork t/
@@ -27,7 +27,9 @@ sub load {
     }
     -f $recipe or die "App::Prove::Plugin::Dbfork: recipe $recipe not found (prove -PDbfork=path/to/dbfork.toml)\n";
     $ENV{DBFORK_RECIPE} = Cwd::abs_path($recipe);
-    my $client = Test::Dbfork::Client->new;
+    # Find (or start) the daemon once; test processes inherit its socket.
+    $ENV{DBFORK_SOCKET} = Test::Dbfork::Client->find_socket( store => $ENV{DBFORK_STORE} );
+    my $client = Test::Dbfork::Client->new( socket => $ENV{DBFORK_SOCKET} );
     eval { $client->health; 1 } or die $@;
     # Warm the golden now, once, rather than in the first test processes.
     $client->call( POST => '/v1/goldens', { recipe => $ENV{DBFORK_RECIPE} } );
