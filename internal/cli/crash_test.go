@@ -15,6 +15,7 @@ func TestCrashAtEveryPhase(t *testing.T) {
 		setup []string // run first, without the fault
 	}{
 		{"build:init", []string{"build"}, nil},
+		{"build:launched", []string{"build"}, nil},
 		{"build:started", []string{"build"}, nil},
 		{"build:loaded", []string{"build"}, nil},
 		{"build:stopped", []string{"build"}, nil},

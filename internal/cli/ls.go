@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"text/tabwriter"
 	"time"
@@ -33,21 +34,48 @@ func newLsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			// Ask the store's daemon, if one runs, which instances are leased.
-			leased := map[string]int{}
+			leased := map[string]api.Lease{}
 			if c, err := api.Dial(cmd.Context(), api.SocketPath(s.Root)); err == nil {
 				if ls, err := c.Leases(cmd.Context()); err == nil {
 					for _, l := range ls {
-						leased[l.ID] = l.HolderPID
+						leased[l.ID] = l
 					}
 				}
 			}
 			view := func(st *instance.State) instance.View {
 				v := st.Public()
-				if pid, ok := leased[v.ID]; ok {
-					v.LeasedBy = pid
+				if l, ok := leased[v.ID]; ok {
+					v.LeasedBy = l.HolderPID
 					v.Status = "leased"
 				}
 				return v
+			}
+			views := make([]instance.View, 0, len(insts))
+			seen := map[string]bool{}
+			for _, st := range insts {
+				views = append(views, view(st))
+				seen[st.ID] = true
+			}
+			// Records we cannot read (a root daemon's, as another user):
+			// the daemon's word for its leases, and a count for the rest.
+			hidden := 0
+			for _, id := range instance.IDs(s) {
+				if seen[id] {
+					continue
+				}
+				if l, ok := leased[id]; ok {
+					v := leaseView(&l)
+					v.Status = "leased"
+					views = append(views, v)
+					continue
+				}
+				hidden++
+			}
+			if hidden > 0 {
+				fmt.Fprintf(g.stderr, "dbfork: %d instance(s) in %s are not readable by you (uid %d); `sudo dbfork ls` shows them\n", hidden, s.InstancesDir(), os.Geteuid())
+			}
+			if n := golden.Unreadable(s); n > 0 {
+				fmt.Fprintf(g.stderr, "dbfork: %d golden(s) in %s are root-only; `sudo dbfork ls` shows them\n", n, s.GoldensDir())
 			}
 			if asJSON {
 				type gv struct {
@@ -67,9 +95,7 @@ func newLsCmd(g *globals) *cobra.Command {
 					m := x.Manifest
 					out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir})
 				}
-				for _, st := range insts {
-					out.Instances = append(out.Instances, view(st))
-				}
+				out.Instances = append(out.Instances, views...)
 				return printJSON(g.stdout, out)
 			}
 			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
@@ -81,8 +107,7 @@ func newLsCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, "INSTANCE\tGOLDEN\tBACKEND\tSTATUS\tPORT\tDSN")
-			for _, st := range insts {
-				v := view(st)
+			for _, v := range views {
 				key := v.Golden
 				if len(key) > 12 {
 					key = key[:12]

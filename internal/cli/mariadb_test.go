@@ -36,7 +36,7 @@ run = "mariadb -u \"$MYSQL_USER\" \"$MYSQL_DATABASE\" -e \"INSERT INTO items(nam
 // The same commands and the same crash guarantees as PostgreSQL.
 func TestMariaDBThroughEveryCommand(t *testing.T) {
 	e := mariadbEnv(t)
-	for _, phase := range []string{"build:started", "build:loaded", "build:manifest", "up:cloned", "up:started", "run:child"} {
+	for _, phase := range []string{"build:launched", "build:started", "build:loaded", "build:manifest", "up:cloned", "up:started", "run:child"} {
 		args := []string{"up"}
 		switch {
 		case strings.HasPrefix(phase, "build:"):

@@ -233,6 +233,56 @@ func TestServeForUnprivilegedClient(t *testing.T) {
 	if !strings.Contains(string(got), "ran_as="+nobody.Uid+"\n") {
 		t.Fatalf("the recipe's command did not run as %s (uid %s):\n%s", nobody.Username, nobody.Uid, got)
 	}
+	// Issue 13 bug 3: `up` and `ls` work for that user through root's
+	// daemon: all they need comes from the lease, not from root's records.
+	asNobody := func(args ...string) (string, string, error) {
+		c := exec.Command(pub, append([]string{"--store", e.store}, args...)...)
+		c.Dir = e.proj
+		c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent"}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		var so, se bytes.Buffer
+		c.Stdout, c.Stderr = &so, &se
+		err := c.Run()
+		return so.String(), se.String(), err
+	}
+	stdout, stderr, err := asNobody("up", "--json")
+	var up struct {
+		ID, DSN string
+		Detached bool
+	}
+	if err != nil || json.Unmarshal([]byte(stdout), &up) != nil || up.DSN == "" || !up.Detached {
+		t.Fatalf("up as nobody through serve: %v %q %q", err, stdout, stderr)
+	}
+	if out, err := exec.Command("psql", up.DSN, "-XAtc", "select count(*) from items").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "3001" {
+		t.Fatalf("the instance up gave nobody: %v %s", err, out)
+	}
+	// A lease held by a running `dbfork run` of that user shows in their ls.
+	held := exec.Command(pub, "--store", e.store, "run", "--", "sleep", "60")
+	held.Dir = e.proj
+	held.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent"}
+	held.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	if err := held.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Process.Signal(syscall.SIGTERM); _ = held.Wait() }()
+	var ls struct {
+		Instances []struct{ ID, Status, DSN string }
+	}
+	waitFor(t, func() bool {
+		stdout, stderr, err = asNobody("ls", "--json")
+		if err != nil || json.Unmarshal([]byte(stdout), &ls) != nil {
+			t.Fatalf("ls as nobody: %v %q %q", err, stdout, stderr)
+		}
+		return len(ls.Instances) == 1
+	})
+	if ls.Instances[0].Status != "leased" || ls.Instances[0].DSN == "" {
+		t.Fatalf("ls as nobody: %+v", ls)
+	}
+	// The kept instance is root's record: ls says it cannot show it.
+	if !strings.Contains(stderr, "not readable by you") {
+		t.Fatalf("ls as nobody does not say what it cannot show: %q", stderr)
+	}
+	e.mustRun("down", up.ID)
 }
 
 // Under sudo, a recipe's `run` steps run as the user who typed the

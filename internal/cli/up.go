@@ -34,22 +34,45 @@ func (f *upFlags) add(cmd *cobra.Command) {
 // leased is an instance obtained either from a running `dbfork serve`
 // (a warm one, in milliseconds) or made by this process.
 type leased struct {
-	s      *store.Store
+	s      *store.Store // set for local instances
 	id     string
 	env    map[string]string
 	local  *instance.Instance // nil: leased from the daemon
 	client *api.Client
+	lease  *api.Lease // what the daemon said: all a client needs
+}
+
+// view describes the instance for output: from its state record when it
+// is ours, from the lease alone when the daemon made it (its state file
+// is the daemon's, and may be unreadable to us).
+func (l *leased) view() instance.View {
+	if l.local != nil {
+		return l.local.State.Public()
+	}
+	return leaseView(l.lease)
+}
+
+// leaseView turns a lease into the view `up` and `ls` print.
+func leaseView(l *api.Lease) instance.View {
+	return instance.View{
+		ID: l.ID, Golden: l.Golden, Engine: l.Engine, Backend: l.Backend, Status: "ready",
+		DSN: l.DSN, SocketDSN: l.SocketDSN, Env: l.Env, Dir: l.InstanceDir,
+		Log: filepath.Join(l.InstanceDir, "server.log"), Created: l.Leased, ReadyMs: l.ReadyMs,
+		LeasedBy: l.HolderPID, Detached: l.Kept,
+	}
 }
 
 // obtain gets an instance for `run`/`up`: from the store's daemon when
 // one answers, else by building and cloning here.
 func obtain(ctx context.Context, g *globals, f upFlags) (*leased, error) {
 	if !f.noDaemon {
-		s, err := g.openStore()
+		// Only the socket's path is needed to ask the daemon: the store is
+		// opened (created, its server user resolved) only when we clone here.
+		root, err := g.storeRoot()
 		if err != nil {
 			return nil, err
 		}
-		c, err := api.Dial(ctx, api.SocketPath(s.Root))
+		c, err := api.Dial(ctx, api.SocketPath(root))
 		if err == nil {
 			file := f.file
 			if file == "" {
@@ -64,7 +87,7 @@ func obtain(ctx context.Context, g *globals, f upFlags) (*leased, error) {
 				return nil, err
 			}
 			g.log.Info("leased from dbfork serve", "id", l.ID, "acquire_ms", l.AcquireMs)
-			return &leased{s: s, id: l.ID, env: l.Env, client: c}, nil
+			return &leased{id: l.ID, env: l.Env, client: c, lease: l}, nil
 		}
 		if !errors.Is(err, api.ErrNoDaemon) {
 			g.log.Warn("ignoring dbfork serve", "err", err)
@@ -146,20 +169,17 @@ func newUpCmd(g *globals) *cobra.Command {
 			}
 			// Kept only once the user has the id: an `up` killed before
 			// printing leaves a leftover that gc (or the daemon) removes.
-			var st *instance.State
-			if l.local != nil {
-				st = l.local.State
-			} else if st, err = instance.Load(l.s, l.id); err != nil {
-				_ = l.done(context.Background())
-				return err
-			}
-			v := st.Public()
-			v.Detached = true
+			v := l.view()
+			v.Detached, v.LeasedBy = true, 0
 			if asJSON {
 				err = printJSON(g.stdout, v)
 			} else {
-				fmt.Fprintf(g.stdout, "# dbfork instance %s: %s on %s clone (%s), ready in %.0f ms; stop it with `dbfork down %s`\n",
-					v.ID, v.Engine, v.Backend, v.BackendWhy, v.ReadyMs, v.ID)
+				why := ""
+				if v.BackendWhy != "" {
+					why = " (" + v.BackendWhy + ")"
+				}
+				fmt.Fprintf(g.stdout, "# dbfork instance %s: %s on %s clone%s, ready in %.0f ms; stop it with `dbfork down %s`\n",
+					v.ID, v.Engine, v.Backend, why, v.ReadyMs, v.ID)
 				writeEnv(g.stdout, l.env, export)
 			}
 			if err == nil {

@@ -112,3 +112,21 @@ func TestCowExtSize(t *testing.T) {
 		t.Errorf("on a non-XFS dir: %v, want a silent no-op", err)
 	}
 }
+
+// SyncDirs reaches every directory of a tree (a golden's entries must all
+// be durable before its manifest is written).
+func TestSyncDirs(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"a/b/c", "a/d", "e"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "a/b/f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, err := fsutil.SyncDirs(root)
+	if err != nil || n != 6 {
+		t.Fatalf("SyncDirs: %d dirs, %v; want 6", n, err)
+	}
+}

@@ -48,20 +48,26 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return SyncDir(dir)
 }
 
-// SyncTree fsyncs every regular file and directory below root.
-func SyncTree(root string) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+// SyncDirs fsyncs every directory at and below root, deepest first, so
+// every entry in the tree is durable, and returns how many it synced.
+func SyncDirs(root string) (int, error) {
+	var dirs []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if !d.IsDir() && !d.Type().IsRegular() {
-			return nil
+		if d.IsDir() {
+			dirs = append(dirs, p)
 		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		return f.Sync()
+		return nil
 	})
+	if err != nil {
+		return 0, err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := SyncDir(dirs[i]); err != nil {
+			return len(dirs) - 1 - i, err
+		}
+	}
+	return len(dirs), nil
 }

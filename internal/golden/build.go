@@ -150,11 +150,19 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		// Commands (migration tools) reach the build server exactly as tests
 		// reach clones: over 127.0.0.1 with a password, which Finish drops.
 		Password: randomPassword(),
+		// Recorded before it is ready (a crash while it starts up must not
+		// leave a server gc cannot find), and again once ready.
+		OnLaunch: func(launched *engine.Server) error {
+			srv = launched
+			if err := writeJSON(filepath.Join(tmp, serverFile), launched); err != nil {
+				return err
+			}
+			faults.At("build:launched")
+			return nil
+		},
 	})
-	if srv != nil {
-		if werr := writeJSON(filepath.Join(tmp, serverFile), srv); werr != nil && err == nil {
-			err = werr
-		}
+	if err == nil {
+		err = writeJSON(filepath.Join(tmp, serverFile), srv)
 	}
 	if err != nil {
 		return nil, err
@@ -211,8 +219,11 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 			m.Commands = append(m.Commands, st.Command)
 		}
 	}
-	if err := fsutil.SyncDir(data); err != nil {
-		return nil, err
+	// initdb ran with --no-sync and the loaders create files freely: every
+	// directory of the tree is synced, so no entry is lost to a crash
+	// after the manifest says the golden is complete.
+	if _, err := fsutil.SyncDirs(data); err != nil {
+		return nil, fmt.Errorf("sync golden: %w", err)
 	}
 	// From here the golden is only read. The build server is gone, so its
 	// user loses the way in: as root, the golden's dir becomes root-only

@@ -125,6 +125,22 @@ func List(s *store.Store) ([]*Golden, error) {
 	return out, nil
 }
 
+// Unreadable counts goldens this process may not look into (root-only
+// goldens, seen by another user), so `ls` can say they exist.
+func Unreadable(s *store.Store) int {
+	entries, _ := os.ReadDir(s.GoldensDir())
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() || !validKey(e.Name()) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(s.GoldensDir(), e.Name(), ManifestName)); errors.Is(err, os.ErrPermission) {
+			n++
+		}
+	}
+	return n
+}
+
 func validKey(k string) bool {
 	return len(k) == 64 && strings.Trim(k, "0123456789abcdef") == ""
 }

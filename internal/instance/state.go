@@ -116,6 +116,18 @@ func List(s *store.Store) ([]*State, error) {
 	return out, nil
 }
 
+// IDs lists the ids of every instance dir, readable or not.
+func IDs(s *store.Store) []string {
+	entries, _ := os.ReadDir(s.InstancesDir())
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && validID(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
 // Resolve finds an instance by id or unique id prefix.
 func Resolve(s *store.Store, arg string) (string, error) {
 	if !validPrefix(arg) {
