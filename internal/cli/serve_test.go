@@ -247,7 +247,7 @@ func TestServeForUnprivilegedClient(t *testing.T) {
 	}
 	stdout, stderr, err := asNobody("up", "--json")
 	var up struct {
-		ID, DSN string
+		ID, DSN  string
 		Detached bool
 	}
 	if err != nil || json.Unmarshal([]byte(stdout), &up) != nil || up.DSN == "" || !up.Detached {
