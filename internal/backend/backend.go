@@ -28,14 +28,53 @@ import (
 //   - Prepare creates clone (which must not exist) as a writable view of
 //     golden with the same content, modes and owners; writes to the clone
 //     never reach golden. scratch is a private directory Prepare may use
-//     (OverlayFS upper and work dirs). It returns the mount points it made.
+//     (OverlayFS upper and work dirs).
 //   - Remove undoes Prepare from the paths alone, so that it works after a
 //     crash; it is idempotent and never deletes through a mount.
 type Backend interface {
 	Name() string
 	Probe(ctx context.Context, dir string) error
-	Prepare(ctx context.Context, golden, clone, scratch string) (mounts []string, err error)
+	Prepare(ctx context.Context, golden, clone, scratch string) error
 	Remove(ctx context.Context, clone, scratch string) error
+}
+
+// Diverger is implemented by backends whose clone keeps what it owns
+// apart from what it shares (OverlayFS: the upper dir holds every file
+// copied up or new). Others own exactly the clone's extents that no longer
+// match the golden's.
+type Diverger interface {
+	// OwnedDir is the dir, laid out like the clone, holding the files the
+	// clone owns in full.
+	OwnedDir(clone, scratch string) string
+}
+
+// CopyUpper is implemented by backends that copy a file on its first
+// read-write open. CheapCopyUp says whether that copy shares extents
+// (cheap to do ahead of time, in a pool) for a clone with this scratch dir.
+type CopyUpper interface {
+	CheapCopyUp(scratch string) bool
+}
+
+// Owned is the dir holding what a clone of backend name owns: OwnedDir
+// where the backend keeps it apart, else the clone itself.
+func Owned(name, clone, scratch string) (dir string, apart bool) {
+	if b, err := Get(name); err == nil {
+		if d, ok := b.(Diverger); ok {
+			return d.OwnedDir(clone, scratch), true
+		}
+	}
+	return clone, false
+}
+
+// CheapCopyUp reports whether clones of backend name copy files on their
+// first read-write open, cheaply (false when they do not copy at all).
+func CheapCopyUp(name, scratch string) bool {
+	if b, err := Get(name); err == nil {
+		if c, ok := b.(CopyUpper); ok {
+			return c.CheapCopyUp(scratch)
+		}
+	}
+	return false
 }
 
 // GoldenChecker is implemented by backends that can clone only some

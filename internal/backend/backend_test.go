@@ -133,7 +133,7 @@ func TestOverlayMountFlags(t *testing.T) {
 	}
 	b, _ := backend.Get("overlay")
 	clone := filepath.Join(root, "c")
-	if _, err := b.Prepare(context.Background(), golden, clone, filepath.Join(root, "s")); err != nil {
+	if err := b.Prepare(context.Background(), golden, clone, filepath.Join(root, "s")); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Remove(context.Background(), clone, filepath.Join(root, "s")) })

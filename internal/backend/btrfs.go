@@ -52,11 +52,11 @@ func (Btrfs) CanClone(golden string) error {
 	return nil
 }
 
-func (b Btrfs) Prepare(ctx context.Context, golden, clone, scratch string) ([]string, error) {
+func (b Btrfs) Prepare(ctx context.Context, golden, clone, scratch string) error {
 	if err := b.CanClone(golden); err != nil {
-		return nil, err
+		return err
 	}
-	return nil, snapshot(golden, clone)
+	return snapshot(golden, clone)
 }
 
 func (Btrfs) Remove(ctx context.Context, clone, scratch string) error {

@@ -21,8 +21,8 @@ func (Copy) Probe(ctx context.Context, dir string) error {
 	return os.WriteFile(filepath.Join(p, "f"), []byte("x"), 0o600)
 }
 
-func (Copy) Prepare(ctx context.Context, golden, clone, scratch string) ([]string, error) {
-	return nil, copyTree(golden, clone, byteCopy)
+func (Copy) Prepare(ctx context.Context, golden, clone, scratch string) error {
+	return copyTree(golden, clone, byteCopy)
 }
 
 func (Copy) Remove(ctx context.Context, clone, scratch string) error {

@@ -34,7 +34,7 @@ func (o Overlay) Probe(ctx context.Context, dir string) error {
 		return err
 	}
 	merged := filepath.Join(p, "merged")
-	if _, err := o.Prepare(ctx, lower, merged, filepath.Join(p, "scratch")); err != nil {
+	if err := o.Prepare(ctx, lower, merged, filepath.Join(p, "scratch")); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			return fmt.Errorf("mounting OverlayFS needs root here (%v); run dbfork as root, or use a reflink/btrfs store", err)
 		}
@@ -47,27 +47,31 @@ func (o Overlay) Probe(ctx context.Context, dir string) error {
 // Prepare mounts the overlay at clone. The upper dir takes the golden
 // root's owner and mode, so the merged dir is 0700 and owned by the server
 // user, as PostgreSQL demands of a data dir.
-func (Overlay) Prepare(ctx context.Context, golden, clone, scratch string) ([]string, error) {
+func (Overlay) Prepare(ctx context.Context, golden, clone, scratch string) error {
 	for _, p := range []string{golden, clone, scratch} {
 		if strings.ContainsAny(p, ",:\\") {
-			return nil, fmt.Errorf("path %q has a comma, colon or backslash, which OverlayFS options cannot hold; use another store path", p)
+			return fmt.Errorf("path %q has a comma, colon or backslash, which OverlayFS options cannot hold; use another store path", p)
 		}
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(golden, &st); err != nil {
-		return nil, err
+		return err
+	}
+	// A second mount over a live clone would hide it, not replace it.
+	if _, err := os.Lstat(clone); err == nil {
+		return fmt.Errorf("clone %s already exists", clone)
 	}
 	upper, work := filepath.Join(scratch, "upper"), filepath.Join(scratch, "work")
 	for _, d := range []string{scratch, upper, work, clone} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := lchown(upper, &st); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.Chmod(upper, os.FileMode(st.Mode&0o7777)); err != nil {
-		return nil, err
+		return err
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", golden, upper, work)
 	// index=off: clones of one golden share its lower dir, and the inode
@@ -80,9 +84,9 @@ func (Overlay) Prepare(ctx context.Context, golden, clone, scratch string) ([]st
 		err = unix.Mount("overlay", clone, "overlay", flags, opts)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mount overlay at %s: %w", clone, err)
+		return fmt.Errorf("mount overlay at %s: %w", clone, err)
 	}
-	return []string{clone}, nil
+	return nil
 }
 
 func (Overlay) Remove(ctx context.Context, clone, scratch string) error {
@@ -93,4 +97,14 @@ func (Overlay) Remove(ctx context.Context, clone, scratch string) error {
 		return err
 	}
 	return fsutil.RemoveAll(scratch)
+}
+
+// OwnedDir: an overlay clone owns its upper dir (files copied up or new).
+func (Overlay) OwnedDir(clone, scratch string) string { return filepath.Join(scratch, "upper") }
+
+// CheapCopyUp: the kernel copies up by reflink where the upper dir's
+// filesystem shares extents.
+func (Overlay) CheapCopyUp(scratch string) bool {
+	fs, err := fsutil.FSType(scratch)
+	return err == nil && (fs == "xfs" || fs == "btrfs")
 }

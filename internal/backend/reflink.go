@@ -34,8 +34,8 @@ func (Reflink) Probe(ctx context.Context, dir string) error {
 	return err
 }
 
-func (Reflink) Prepare(ctx context.Context, golden, clone, scratch string) ([]string, error) {
-	return nil, copyTree(golden, clone, reflinkFile)
+func (Reflink) Prepare(ctx context.Context, golden, clone, scratch string) error {
+	return copyTree(golden, clone, reflinkFile)
 }
 
 func (Reflink) Remove(ctx context.Context, clone, scratch string) error {

@@ -1,11 +1,13 @@
 package backend
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,8 +15,22 @@ import (
 // copyTree recreates src at dst (which must not exist): directories,
 // symlinks and regular files with their modes and owners. Regular file
 // content is produced by fileFn (a reflink or a byte copy).
+//
+// The server user runs every test's SQL, and SQL can run programs (COPY
+// ... TO PROGRAM), so nothing it owns may be touched by root while it
+// could change it: a dir handed over too early could have an entry
+// swapped for a symlink to /etc/shadow before root chmods "its" file. So
+// the whole tree is built root-owned first (dirs 0700), then modes and
+// owners are set bottom-up with no-follow calls: an entry is handed over
+// only once everything below it is final, while its parent is still
+// root's and closed to everyone else.
 func copyTree(src, dst string, fileFn func(src, dst *os.File) error) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	type final struct {
+		path string
+		st   unix.Stat_t
+	}
+	var made []final
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -24,7 +40,6 @@ func copyTree(src, dst string, fileFn func(src, dst *os.File) error) error {
 		if err := unix.Lstat(p, &st); err != nil {
 			return err
 		}
-		mode := os.FileMode(st.Mode & 0o7777)
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
 			if err := os.Mkdir(target, 0o700); err != nil {
@@ -38,7 +53,6 @@ func copyTree(src, dst string, fileFn func(src, dst *os.File) error) error {
 			if err := os.Symlink(link, target); err != nil {
 				return err
 			}
-			return lchown(target, &st)
 		case unix.S_IFREG:
 			if err := copyFile(p, target, fileFn); err != nil {
 				return err
@@ -46,11 +60,50 @@ func copyTree(src, dst string, fileFn func(src, dst *os.File) error) error {
 		default:
 			return nil // sockets, fifos: servers recreate them
 		}
-		if err := lchown(target, &st); err != nil {
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			if err := copyXattrs(p, target); err != nil {
+				return err
+			}
+		}
+		made = append(made, final{target, st})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(made) - 1; i >= 0; i-- {
+		if err := finish(made[i].path, &made[i].st); err != nil {
 			return err
 		}
-		return os.Chmod(target, mode)
-	})
+	}
+	return nil
+}
+
+// finish gives one entry of a new clone its mode and owner without
+// following a symlink: the mode first (root still owns it), then the owner.
+func finish(p string, st *unix.Stat_t) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		// fchmodat cannot refuse to follow on Linux; O_NOFOLLOW on an
+		// O_PATH descriptor does, and /proc/self/fd turns it into a path
+		// chmod acts on without resolving names again.
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", p, err)
+		}
+		err = unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), st.Mode&0o7777)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("chmod %s: %w", p, err)
+		}
+	}
+	if err := lchown(p, st); err != nil {
+		return err
+	}
+	if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 && st.Mode&unix.S_IFMT != unix.S_IFLNK && os.Geteuid() == 0 {
+		// chown cleared set-id bits: put them back as the golden has them.
+		return unix.Fchmodat(unix.AT_FDCWD, p, st.Mode&0o7777, 0)
+	}
+	return nil
 }
 
 func copyFile(src, dst string, fileFn func(src, dst *os.File) error) error {
@@ -87,12 +140,76 @@ type plainWriter struct{ w io.Writer }
 
 func (p plainWriter) Write(b []byte) (int, error) { return p.w.Write(b) }
 
+// byteCopy copies the data of in to out, keeping holes: only the ranges
+// SEEK_DATA finds are copied, and the size is set at the end.
 func byteCopy(in, out *os.File) error {
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
 	buf := make([]byte, 1<<20)
-	_, err := io.CopyBuffer(plainWriter{out}, plainReader{in}, buf)
-	return err
+	for off := int64(0); off < size; {
+		start, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
+		if err != nil {
+			if errors.Is(err, unix.ENXIO) {
+				break // only a hole is left
+			}
+			if errors.Is(err, unix.EINVAL) {
+				start = off // no SEEK_DATA here: copy everything
+			} else {
+				return err
+			}
+		}
+		end, err := unix.Seek(int(in.Fd()), start, unix.SEEK_HOLE)
+		if err != nil {
+			end = size
+		}
+		if _, err := in.Seek(start, io.SeekStart); err != nil {
+			return err
+		}
+		if _, err := out.Seek(start, io.SeekStart); err != nil {
+			return err
+		}
+		if _, err := io.CopyBuffer(plainWriter{out}, plainReader{io.LimitReader(in, end-start)}, buf); err != nil {
+			return err
+		}
+		off = end
+	}
+	return out.Truncate(size)
 }
 
 func reflinkFile(in, out *os.File) error {
 	return unix.IoctlFileClone(int(out.Fd()), int(in.Fd()))
+}
+
+// copyXattrs copies the extended attributes of src to dst (no follow).
+// Names the kernel refuses to set here (another filesystem's security
+// labels, say) are skipped: the engines keep nothing they need in them.
+func copyXattrs(src, dst string) error {
+	sz, err := unix.Llistxattr(src, nil)
+	if err != nil || sz == 0 {
+		return nil // no xattrs, or a filesystem without them
+	}
+	names := make([]byte, sz)
+	if sz, err = unix.Llistxattr(src, names); err != nil {
+		return nil
+	}
+	for _, name := range strings.Split(strings.TrimRight(string(names[:sz]), "\x00"), "\x00") {
+		if name == "" {
+			continue
+		}
+		vsz, err := unix.Lgetxattr(src, name, nil)
+		if err != nil {
+			continue
+		}
+		val := make([]byte, vsz)
+		if vsz, err = unix.Lgetxattr(src, name, val); err != nil {
+			continue
+		}
+		if err := unix.Lsetxattr(dst, name, val[:vsz], 0); err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("copy xattr %s of %s: %w", name, src, err)
+		}
+	}
+	return nil
 }

@@ -197,10 +197,7 @@ func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *gold
 	}
 	// What the clone owns after the writes: an overlay's upper dir, else
 	// the clone itself minus the extents it still shares with the golden.
-	dir := st.DataDir
-	if st.Backend == "overlay" {
-		dir = st.Scratch
-	}
+	dir := instance.OwnedDir(st)
 	if smp.PrivateBytes, err = fsutil.PrivateBytes(dir); err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ func withServer(t *testing.T, pg *postgres.Postgres, goldenData string, s *store
 	t.Helper()
 	work := testenv.Dir(t)
 	data := filepath.Join(work, "data")
-	if _, err := (backend.Copy{}).Prepare(context.Background(), goldenData, data, ""); err != nil {
+	if err := (backend.Copy{}).Prepare(context.Background(), goldenData, data, ""); err != nil {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(work, "sock")

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
@@ -28,15 +29,13 @@ type Usage struct {
 }
 
 // Inspect lists the files of an instance's clone that cost disk of their
-// own: on OverlayFS the files in the upper dir (copied up or new), else
+// own: where the backend keeps them apart (OverlayFS's upper dir) the files
+// there (copied up or new), else
 // the files with extents no longer shared with the golden, largest first.
 // goldenData is the golden's data dir, to tell new files from changed ones.
 func Inspect(st *State, goldenData string) (*Usage, error) {
 	u := &Usage{ID: st.ID, Backend: st.Backend}
-	root := st.DataDir
-	if st.Backend == "overlay" {
-		root = filepath.Join(st.Scratch, "upper")
-	}
+	root, apart := backend.Owned(st.Backend, st.DataDir, st.Scratch)
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
@@ -55,7 +54,7 @@ func Inspect(st *State, goldenData string) (*Usage, error) {
 		}
 		_, gerr := os.Lstat(filepath.Join(goldenData, rel))
 		fu := FileUse{Path: rel, Size: fi.Size(), PrivateBytes: priv, New: gerr != nil}
-		if st.Backend == "overlay" {
+		if apart {
 			fu.CopiedUp = !fu.New
 		} else if priv == 0 {
 			return nil // still entirely shared with the golden
@@ -71,4 +70,11 @@ func Inspect(st *State, goldenData string) (*Usage, error) {
 		return u.Files[i].Path < u.Files[j].Path
 	})
 	return u, err
+}
+
+// OwnedDir is the dir whose private bytes are what the instance's clone
+// owns (see backend.Owned).
+func OwnedDir(st *State) string {
+	d, _ := backend.Owned(st.Backend, st.DataDir, st.Scratch)
+	return d
 }

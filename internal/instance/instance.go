@@ -95,13 +95,10 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 			slog.Debug("cowextsize not set", "dir", dir, "err", err)
 		}
 	}
-	if b.Name() == "overlay" {
-		st.Mounts = []string{st.DataDir} // recorded before the mount exists
-	}
 	if err := st.save(); err != nil {
 		return nil, err
 	}
-	if _, err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
+	if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
 		return nil, fmt.Errorf("clone golden %s with %s: %w", g.Key[:12], b.Name(), err)
 	}
 	st.CloneMs = ms(time.Since(t0))

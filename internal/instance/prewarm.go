@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/backend"
 )
 
 // PrewarmResult says what Prewarm read.
@@ -24,8 +24,9 @@ type PrewarmResult struct {
 // pages between reflinked files, so a fresh reflink or snapshot clone
 // otherwise serves its first reads through the filesystem (measured: ~42%
 // of a plain copy's update throughput on a 1 GiB PostgreSQL golden). On
-// OverlayFS, files are first opened read-write where the upper dir can
-// copy up by reflink (XFS, btrfs), which makes the copy-up cheap now and
+// backends that copy a file up on its first read-write open (OverlayFS),
+// files are first opened read-write where that copy shares extents
+// (backend.CheapCopyUp: an upper dir on XFS or btrfs), which makes it cheap now and
 // the later read-write opens of the server free; on other upper
 // filesystems copy-up would copy whole files, so files are only read
 // (through the golden, whose cache all overlay clones share).
@@ -46,11 +47,7 @@ func Prewarm(ctx context.Context, st *State, hot []string, urgent func() bool) (
 	}
 	t0 := time.Now()
 	res := &PrewarmResult{}
-	if st.Backend == "overlay" {
-		if fst, err := fsutil.FSType(st.Scratch); err == nil && (fst == "xfs" || fst == "btrfs") {
-			res.CopiedUp = true
-		}
-	}
+	res.CopiedUp = backend.CheapCopyUp(st.Backend, st.Scratch)
 	rw := map[string]bool{}
 	for _, h := range hot {
 		rw[filepath.Join(st.DataDir, filepath.Clean("/"+h))] = true

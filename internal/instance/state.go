@@ -42,7 +42,6 @@ type State struct {
 	Dir        string         `json:"dir"`
 	DataDir    string         `json:"data_dir"`
 	Scratch    string         `json:"scratch_dir"`
-	Mounts     []string       `json:"mounts,omitempty"`
 	PIDFile    string         `json:"pid_file"` // the server's own pid file, a fallback record
 	Server     *engine.Server `json:"server,omitempty"`
 	Conn       *engine.Conn   `json:"conn,omitempty"`

@@ -35,10 +35,17 @@ func Run(t *testing.T, b backend.Backend, dir string) {
 		if err := os.MkdirAll(filepath.Dir(c), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.Prepare(ctx, golden, c, s); err != nil {
+		if err := b.Prepare(ctx, golden, c, s); err != nil {
 			t.Fatalf("prepare %s: %v", name, err)
 		}
 		return c, s
+	}
+	leftProbes := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, ".probe-*"))
+		return m
+	}
+	if left := leftProbes(); len(left) > 0 {
+		t.Errorf("probe left its scratch dir: %v", left)
 	}
 	c1, s1 := clone("one")
 	c2, s2 := clone("two")
@@ -59,6 +66,63 @@ func Run(t *testing.T, b backend.Backend, dir string) {
 		data, err := os.ReadFile(filepath.Join(c1, "base", "big"))
 		if err != nil || !bytes.Equal(data[4096:4101], []byte("dirty")) {
 			t.Fatalf("clone lost its own write: %v", err)
+		}
+	})
+	t.Run("prepare onto an existing clone is refused", func(t *testing.T) {
+		if err := b.Prepare(ctx, golden, c1, s1); err == nil {
+			t.Fatal("a second prepare onto a live clone succeeded")
+		}
+		data, err := os.ReadFile(filepath.Join(c1, "base", "big"))
+		if err != nil || !bytes.Equal(data[4096:4101], []byte("dirty")) {
+			t.Fatalf("the refused prepare changed the clone: %v", err)
+		}
+	})
+	t.Run("sparse files stay sparse", func(t *testing.T) {
+		var g, c unix.Stat_t
+		if err := unix.Stat(filepath.Join(golden, "base", "sparse"), &g); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Stat(filepath.Join(c2, "base", "sparse"), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Size != g.Size || c.Blocks*512 > g.Blocks*512+(256<<10) {
+			t.Fatalf("sparse file: golden %d bytes in %d blocks, clone %d bytes in %d blocks", g.Size, g.Blocks, c.Size, c.Blocks)
+		}
+	})
+	t.Run("hard links and xattrs", func(t *testing.T) {
+		a, err1 := os.ReadFile(filepath.Join(c2, "base", "big"))
+		l, err2 := os.ReadFile(filepath.Join(c2, "base", "big.link"))
+		if err1 != nil || err2 != nil || !bytes.Equal(a, l) {
+			t.Fatalf("hard link content differs: %v %v", err1, err2)
+		}
+		buf := make([]byte, 64)
+		n, err := unix.Lgetxattr(filepath.Join(c2, "PG_VERSION"), "user.dbfork", buf)
+		if err != nil || string(buf[:n]) != "kept" {
+			t.Fatalf("xattr: %q %v", buf[:max(n, 0)], err)
+		}
+	})
+	t.Run("remove never deletes through a mount", func(t *testing.T) {
+		victim := filepath.Join(dir, "victim")
+		if err := os.MkdirAll(victim, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(victim, "keep"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		at := filepath.Join(c2, "base", "mnt")
+		if err := os.Mkdir(at, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount(victim, at, "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("bind mount: %v", err)
+		}
+		_ = b.Remove(ctx, c2, s2) // refused, or done after unmounting: either way
+		_ = fsutil.UnmountAllUnder(c2)
+		if _, err := os.Stat(filepath.Join(victim, "keep")); err != nil {
+			t.Fatalf("remove deleted through a mount: %v", err)
+		}
+		if err := b.Remove(ctx, c2, s2); err != nil {
+			t.Fatalf("remove after unmount: %v", err)
 		}
 	})
 	t.Run("remove leaves nothing", func(t *testing.T) {
@@ -115,6 +179,21 @@ func makeGolden(t *testing.T, golden string) {
 	}
 	if err := os.Symlink("base/1/small", filepath.Join(golden, "link")); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(golden, "base", "big"), filepath.Join(golden, "base", "big.link")); err != nil {
+		t.Fatal(err)
+	}
+	// 1 MiB of hole, then 4 KiB of data.
+	sp, err := os.Create(filepath.Join(golden, "base", "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.WriteAt(bytes.Repeat([]byte{9}, 4096), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	sp.Close()
+	if err := unix.Lsetxattr(filepath.Join(golden, "PG_VERSION"), "user.dbfork", []byte("kept"), 0); err != nil {
+		t.Fatalf("set xattr: %v", err)
 	}
 	if os.Geteuid() == 0 {
 		_ = filepath.WalkDir(golden, func(p string, d fs.DirEntry, err error) error {
