@@ -140,3 +140,47 @@ func TestStoreStaysPlain(t *testing.T) {
 		t.Fatalf("bad DBFORK_STORE_FS: %d %q", r.code, r.stderr)
 	}
 }
+
+// Without usable loop devices (a container without /dev/loop*) a new
+// store stays plain and says why; a recorded image that is not a
+// filesystem any more is one clear line, and nothing is mounted.
+func TestStoreImageBadCases(t *testing.T) {
+	testenv.RequireRoot(t)
+	e := newEnv(t)
+	// A private mount namespace whose loop devices are /dev/null.
+	script := `for f in /dev/loop-control /dev/loop[0-9]*; do [ -e "$f" ] && mount --bind /dev/null "$f"; done; exec "$@"`
+	c := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", bin, "--store", e.store, "ls")
+	c.Env = append(os.Environ(), "DBFORK_STORE=", "DBFORK_STORE_FS=auto")
+	out, err := c.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "stays plain") || !strings.Contains(string(out), "could not make an XFS image") {
+		t.Fatalf("new store without loop devices: %v %s", err, out)
+	}
+	if _, err := os.Lstat(e.store + ".img"); !os.IsNotExist(err) {
+		t.Fatalf("a failed image was left behind: %v", err)
+	}
+	if fs, _ := fsutil.FSType(e.store); fs == "xfs" {
+		t.Fatal("store is on xfs")
+	}
+
+	e.store = filepath.Join(e.root, "broken")
+	e.unmountStoreAtEnd()
+	if r := e.runAuto("ls"); r.code != 0 {
+		t.Fatalf("ls: %d %q", r.code, r.stderr)
+	}
+	e.mustRun("store", "umount")
+	f, err := os.OpenFile(e.store+".img", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 64<<10), 0); err != nil { // the superblock
+		t.Fatal(err)
+	}
+	f.Close()
+	r := e.run("ls")
+	if r.code == 0 || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 || !strings.Contains(r.stderr, "mount") {
+		t.Fatalf("ls on a broken image: exit %d %q", r.code, r.stderr)
+	}
+	if ok, _ := fsutil.IsMountpoint(e.store); ok {
+		t.Fatal("a broken image is mounted")
+	}
+}

@@ -77,7 +77,7 @@ func MountImage(img, dir string) error {
 	// freed inside (deleted goldens and clones) goes back to the host.
 	out, err := exec.Command("mount", "-o", "loop,nosuid,nodev,discard", img, dir).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("mount %s at %s: %v: %s", img, dir, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("mount %s at %s: %v: %s", img, dir, err, oneLine(out))
 	}
 	return os.Chmod(dir, 0o755)
 }
@@ -125,7 +125,7 @@ func CreateLoopFS(img, dir, fstype string, size int64) error {
 		var out []byte
 		out, err = exec.Command(mkfs[0], mkfs[1:]...).CombinedOutput()
 		if err != nil {
-			err = fmt.Errorf("%s: %v: %s", mkfs[0], err, strings.TrimSpace(string(out)))
+			err = fmt.Errorf("%s: %v: %s", mkfs[0], err, oneLine(out))
 		}
 	}
 	if err == nil {
@@ -145,4 +145,9 @@ func CreateLoopFS(img, dir, fstype string, size int64) error {
 // (mount -o loop sets autoclear).
 func UnmountImage(dir string) error {
 	return fsutil.Unmount(dir)
+}
+
+// oneLine folds a tool's output into one line for an error message.
+func oneLine(out []byte) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "; ")), " ")
 }
