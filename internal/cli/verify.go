@@ -2,13 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/faults"
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
@@ -98,8 +96,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 }
 
 // removeGolden deletes a golden no instance uses (an overlay clone mounts
-// it as its lower dir: never delete what a mount reads). The manifest goes
-// first, so a crash half-way leaves a dir gc treats as a leftover build.
+// it as its lower dir: never delete what a mount reads).
 func removeGolden(s *store.Store, gd *golden.Golden) error {
 	lock, err := lockfile.TryLock(s.BuildLock(gd.Key))
 	if err != nil {
@@ -118,11 +115,12 @@ func removeGolden(s *store.Store, gd *golden.Golden) error {
 	if m, _ := fsutil.MountsUnder(gd.Dir); len(m) > 0 {
 		return errs.Conflict("golden %s has mounts below it (%v); unmount them first", gd.Key[:12], m)
 	}
-	if err := os.Remove(filepath.Join(gd.Dir, golden.ManifestName)); err != nil {
+	// Out of sight in one rename first: a crash from here on leaves a
+	// tmp-… dir that gc reaps, never a key that is half there.
+	tmp, err := golden.Unpublish(s, gd.Key)
+	if err != nil {
 		return err
 	}
-	if err := backend.RemoveDataDir(gd.DataDir()); err != nil {
-		return err
-	}
-	return fsutil.RemoveAll(gd.Dir)
+	faults.At("verify:unpublished")
+	return golden.Discard(tmp)
 }

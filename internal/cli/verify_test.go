@@ -67,3 +67,46 @@ func TestVerify(t *testing.T) {
 	e.mustRun("down", "--all")
 	e.assertNothingLeft()
 }
+
+// Issue 12 M5: a crash while `verify --remove` removes a golden never
+// wedges its key: the golden leaves sight in one rename, gc reaps the
+// rest, and the next build publishes again. A key left without its
+// manifest (what a crash in the old order left) is set aside by build and
+// by gc.
+func TestRemoveGoldenCrash(t *testing.T) {
+	e := newEnv(t)
+	key := strings.TrimSpace(e.mustRun("build").stdout)
+	// Only a golden that fails verification is removed: damage it.
+	if err := os.WriteFile(filepath.Join(e.store, "goldens", key, "data", "intruder"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := e.runEnv([]string{"DBFORK_CRASH_AT=verify:unpublished"}, "verify", "--remove", key)
+	if r.code != -1 && r.code != 137 {
+		t.Fatalf("not killed: exit %d %q", r.code, r.stderr)
+	}
+	if len(e.ls().Goldens) != 0 {
+		t.Fatal("a golden half-removed is still visible")
+	}
+	e.mustRun("gc")
+	e.assertNothingLeft()
+	if again := strings.TrimSpace(e.mustRun("build").stdout); again != key {
+		t.Fatalf("rebuild after the crash gave %q", again)
+	}
+
+	// The old order's leftover: the final dir without its manifest.
+	if err := os.Remove(filepath.Join(e.store, "goldens", key, "manifest.json")); err != nil {
+		t.Fatal(err)
+	}
+	if again := strings.TrimSpace(e.mustRun("build").stdout); again != key {
+		t.Fatalf("build over a manifest-less golden dir gave %q", again)
+	}
+	if err := os.Remove(filepath.Join(e.store, "goldens", key, "manifest.json")); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("gc")
+	if _, err := os.Stat(filepath.Join(e.store, "goldens", key)); !os.IsNotExist(err) {
+		t.Fatalf("gc left the manifest-less golden dir: %v", err)
+	}
+	e.assertNothingLeft()
+	e.mustRun("run", "--", "true")
+}

@@ -81,7 +81,11 @@ func Build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		res.Golden = g
 		return res, nil
 	}
-	// We hold the lock, so any build dir of this key is a crashed build.
+	// We hold the lock, so any build dir of this key is a crashed build,
+	// and a final dir without a manifest is broken: out of the way.
+	if err := setAsideBroken(s, key); err != nil {
+		return nil, err
+	}
 	ReapBuilds(ctx, s, key, o.Log)
 	g, err := build(ctx, s, eng, r, key, version, inputs, o)
 	o.Progress.Done(err != nil)

@@ -31,6 +31,16 @@ func ReapBuilds(ctx context.Context, s *store.Store, key string, log *slog.Logge
 	}
 	var out []Leftover
 	for _, e := range entries {
+		if validKey(e.Name()) && (key == "" || e.Name() == key) {
+			// A final dir without a valid manifest nobody is working on:
+			// set aside, then reaped below on a later pass or now.
+			if _, err := Lookup(s, e.Name()); err != nil && (key != "" || !lockfile.Held(s.BuildLock(e.Name()))) {
+				if tmp, err := Unpublish(s, e.Name()); err == nil {
+					out = append(out, reapBuild(ctx, tmp, log))
+				}
+			}
+			continue
+		}
 		if !strings.HasPrefix(e.Name(), tmpPrefix) {
 			continue
 		}
