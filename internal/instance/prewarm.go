@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/backend"
@@ -73,11 +74,17 @@ func Prewarm(ctx context.Context, st *State, hot []string, urgent func() bool) (
 		if res.CopiedUp || rw[p] {
 			flag = os.O_RDWR
 		}
-		f, err := os.OpenFile(p, flag, 0)
+		// The clone is the server user's, and a test's SQL can run programs
+		// as that user: never follow a symlink it planted, never open a
+		// device or fifo it put there (O_NONBLOCK: a fifo cannot block us).
+		f, err := os.OpenFile(p, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return nil
 		}
 		defer f.Close()
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			return nil
+		}
 		res.Files++
 		for !res.Cut {
 			n, err := f.Read(buf)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/fsutil"
@@ -102,4 +104,35 @@ func overlayInstance(t *testing.T, root string) (*store.Store, *postgres.Postgre
 	}
 	t.Cleanup(func() { _ = in.Destroy(context.Background(), s) })
 	return s, pg, g, in
+}
+
+// Issue 12 M6: prewarm runs as root over files the server user owns (and a
+// test's SQL can run programs as it): a planted fifo, or a symlink to one
+// outside the clone, must neither block nor be followed.
+func TestPrewarmIgnoresPlantedFiles(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := testenv.Dir(t)
+	_, _, _, in := overlayInstance(t, root)
+	outside := filepath.Join(root, "outside-fifo")
+	for _, p := range []string{outside, filepath.Join(in.State.DataDir, "planted-fifo")} {
+		if err := syscall.Mkfifo(p, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(in.State.DataDir, "planted-link")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := instance.Prewarm(context.Background(), in.State, []string{"planted-link", "planted-fifo"}, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("prewarm blocked on a planted fifo")
+	}
 }
