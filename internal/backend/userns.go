@@ -169,16 +169,14 @@ func UsernsBlocked(dir string) string {
 	return ""
 }
 
-// CheapFirstWrite reports whether the first write to a file of a clone of
-// backend name with this scratch dir copies only the blocks written (not
-// the whole file, as OverlayFS does where it cannot reflink).
-func CheapFirstWrite(name, scratch string) bool {
+// WholeFileCopyUp reports whether clones of backend name with this
+// scratch dir copy a whole file on its first read-write open (OverlayFS
+// on a filesystem that cannot reflink, such as ext4): the first-write trap.
+func WholeFileCopyUp(name, scratch string) bool {
 	b, err := Get(name)
 	if err != nil {
 		return false
 	}
-	if _, ok := b.(CopyUpper); ok {
-		return CheapCopyUp(name, scratch)
-	}
-	return name != "copy"
+	_, ok := b.(CopyUpper)
+	return ok && !CheapCopyUp(name, scratch)
 }

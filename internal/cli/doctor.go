@@ -94,14 +94,17 @@ func advice(rep doctorReport) []string {
 			cheap = true
 		}
 	}
+	out := rootlessAdvice(rep)
 	if cheap {
-		return nil
+		return out
 	}
-	var out []string
 	msg := fmt.Sprintf("the store (%s) cannot snapshot or reflink, so a clone's first write to a table copies the whole file (overlay) or every clone is a full copy; ", rep.Store.FS)
+	if rep.Auto.Backend == "overlay" || rep.Auto.Backend == "userns-overlay" {
+		msg = firstWriteTrap + "; to fix it: "
+	}
 	switch {
 	case os.Geteuid() != 0:
-		msg += "as root, create a loop-backed XFS store: sudo dbfork store init --fs xfs --size 20G"
+		msg += rootlessFastStore
 	case rep.Tools["mkfs.xfs"] == "missing" && rep.Tools["mkfs.btrfs"] == "missing":
 		msg += "install xfsprogs (apt-get install xfsprogs) and run: dbfork store init --fs xfs --size 20G"
 	default:

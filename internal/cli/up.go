@@ -133,7 +133,7 @@ func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *i
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := g.openStore()
+	s, err := g.openOwnStore()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -180,6 +180,9 @@ func newUpCmd(g *globals) *cobra.Command {
 				}
 				fmt.Fprintf(g.stdout, "# dbfork instance %s: %s on %s clone%s, ready in %.0f ms; stop it with `dbfork down %s`\n",
 					v.ID, v.Engine, v.Backend, why, v.ReadyMs, v.ID)
+				if v.WholeFileCopyUp {
+					fmt.Fprintln(g.stdout, "# "+firstWriteTrap)
+				}
 				writeEnv(g.stdout, l.env, export)
 			}
 			if err == nil {
