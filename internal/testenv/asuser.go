@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -21,15 +22,20 @@ const (
 // tests that only make sense as that child skip without it.
 const AsUserEnv = "DBFORK_TEST_AS_USER"
 
-// RequireAsUser skips a test unless RunAsUser started this binary: such a
-// test is the unprivileged half of a root test that prepares for it.
-func RequireAsUser(t testing.TB) string {
+// UserDirs is, for the unprivileged half of a rootless test, the dirs
+// its root half made ("host", "xfs", "btrfs"), or, for a developer who
+// runs the test without root, only "host": a fresh dir of their own.
+func UserDirs(t testing.TB) map[string]string {
 	t.Helper()
-	v := os.Getenv(AsUserEnv)
-	if v == "" || os.Geteuid() == 0 {
-		t.Skip("runs as an unprivileged user only, started by its root test (see testenv.RunAsUser)")
+	dirs := map[string]string{}
+	if v := os.Getenv(AsUserEnv); v != "" {
+		if err := json.Unmarshal([]byte(v), &dirs); err != nil {
+			t.Fatalf("%s: %v", AsUserEnv, err)
+		}
+		return dirs
 	}
-	return v
+	dirs["host"] = Dir(t)
+	return dirs
 }
 
 // UserDir is a fresh directory owned by the unprivileged test user.
