@@ -97,6 +97,14 @@ func TestRootlessUser(t *testing.T) {
 	must("down", "--all")
 	clean("after down")
 
+	// The daemon a test runner starts runs as the user too.
+	must("daemon", "start", "--json")
+	if out := must("run", "--", "psql", "-XAtc", "select count(*) from items"); strings.TrimSpace(out) != "3001" {
+		t.Fatalf("run through the user's daemon: %q", out)
+	}
+	must("daemon", "stop")
+	clean("after daemon stop")
+
 	// kill -9 of the server: its namespace and mount die with it.
 	if err := json.Unmarshal([]byte(must("up", "--json")), &up); err != nil {
 		t.Fatal(err)
