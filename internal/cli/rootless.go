@@ -24,7 +24,7 @@ func (g *globals) openOwnStore() (*store.Store, error) {
 // firstWriteTrap is said by `up` and `doctor` where a clone copies a whole
 // file on its first write (OverlayFS on a store that cannot reflink).
 const firstWriteTrap = "first-write trap: this store cannot reflink, so the first write to a table copies its whole file (seconds for a GB table); " +
-	"list such tables in the recipe's [pool] hot so a pool copies them ahead, or put the store on XFS (reflink=1) or btrfs (see docs/rootless.md)"
+	"list such tables in the recipe's [pool] hot so a pool copies them ahead, or put the store on XFS (reflink=1) or btrfs"
 
 // rootlessFastStore is how a user without root gets block-level first
 // writes.

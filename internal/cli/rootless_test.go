@@ -171,3 +171,30 @@ func chownTree(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 }
+
+// doctor says, in one line, what a store on tmpfs means.
+func TestDoctorStoreOnTmpfs(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := filepath.Join(testenv.Dir(t), "tmpfs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64m,mode=0755"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, 0) })
+	testenv.ChownToUser(t, dir)
+	pub := filepath.Join(filepath.Dir(dir), "dbfork")
+	b, _ := os.ReadFile(bin)
+	if err := os.WriteFile(pub, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(pub, "--store", filepath.Join(dir, "store"), "doctor")
+	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testenv.UserUID, Gid: testenv.UserGID}}
+	out, err := c.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "the store is on tmpfs: goldens live in memory") {
+		t.Fatalf("doctor on tmpfs as a user: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
