@@ -21,6 +21,10 @@ import (
 // every such binary imports this package.
 const usernsExecArg = "__dbfork-userns-exec"
 
+// NamespacePIDFile is the file, in a namespaced clone's scratch dir, that
+// holds its server's PID.
+const NamespacePIDFile = "server.pid"
+
 const (
 	modeExec  = "exec"  // mount, drop capabilities, exec the server
 	modeProbe = "probe" // mount, write through the mount, exit
@@ -67,6 +71,13 @@ func usernsExec(args []string) error {
 	}
 	if len(argv) == 0 {
 		return errors.New("no server to run")
+	}
+	// The server's own pid file is inside the clone, which only this
+	// namespace sees: leave one outside, beside the upper dir, for a gc
+	// after a crash that came before dbfork recorded the server.
+	pidFile := filepath.Join(filepath.Dir(upper), NamespacePIDFile)
+	if err := os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", pidFile, err)
 	}
 	// The server runs with no capabilities at all: the ambient set goes,
 	// and exec as a non-zero uid then clears the rest.

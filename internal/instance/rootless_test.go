@@ -123,10 +123,35 @@ func rootlessAsUser(t *testing.T, dirs map[string]string) {
 			t.Fatal(err)
 		}
 		in2.Release()
+		// As after a crash between starting the server and recording it:
+		// the record names no server, and the server's own pid file is
+		// inside the clone, which only its namespace sees.
+		forgetServer(t, in2.State.Dir)
 		if err := instance.Down(ctx, s, in2.State.ID); err != nil {
 			t.Fatal(err)
+		}
+		if pids := testenv.ServersUnder(root); len(pids) > 0 {
+			t.Fatalf("down left the unrecorded server running: %v", pids)
 		}
 		testenv.AssertNoMountsAnywhere(t, root)
 		testenv.AssertClean(t, root)
 	})
+}
+
+func forgetServer(t *testing.T, dir string) {
+	t.Helper()
+	p := filepath.Join(dir, "state.json")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	delete(st, "server")
+	data, _ = json.Marshal(st)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
