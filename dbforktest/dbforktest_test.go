@@ -181,7 +181,7 @@ func TestNewIsolatedAndRemoved(t *testing.T) {
 				return
 			}
 			if withDaemon {
-				if ls := d.Leases(); len(ls) != 0 {
+				if ls := d.Leases(api.Peer{}); len(ls) != 0 {
 					t.Errorf("leases left: %+v", ls)
 				}
 				return // the pool's warm instance goes when the daemon closes
