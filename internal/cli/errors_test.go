@@ -3,7 +3,9 @@ package cli_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -65,4 +67,57 @@ func TestBadInputGetsOneLineErrors(t *testing.T) {
 		t.Errorf("failed builds published goldens: %+v", ls.Goldens)
 	}
 	e.assertNothingLeft()
+}
+
+// A failed build's log holds seed data and command output: it is kept
+// for the user who asked for the build alone (issue 12 M2).
+func TestFailedBuildLogIsPrivate(t *testing.T) {
+	e := newEnv(t)
+	if err := os.WriteFile(filepath.Join(e.proj, "bad.sql"), []byte("create table secret(v text);\ninsert into secret values ('s3cr3t');\nselect nosuchcolumn from secret;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.proj, "bad.toml"), []byte("engine = \"postgres\"\n[[load]]\nsql = \"bad.sql\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.runEnv([]string{"SUDO_UID=65534", "SUDO_GID=65534"}, "build", "-f", "bad.toml")
+	m := regexp.MustCompile(`\(build log: (\S+)\)`).FindStringSubmatch(r.stderr)
+	if r.code != 1 || m == nil {
+		t.Fatalf("exit %d, stderr %q: want a failed build pointing at its log", r.code, r.stderr)
+	}
+	log := m[1]
+	if filepath.Dir(log) != filepath.Join(e.store, "logs", "uid-65534") {
+		t.Errorf("log %s is not in the caller's own dir", log)
+	}
+	for _, c := range []struct {
+		path string
+		mode os.FileMode
+	}{{filepath.Dir(log), 0o700 | os.ModeDir}, {log, 0o600}} {
+		fi, err := os.Lstat(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode() != c.mode || st.Uid != 65534 || st.Gid != 65534 {
+			t.Errorf("%s: mode %v uid %d gid %d; want %v owned by 65534", c.path, fi.Mode(), st.Uid, st.Gid, c.mode)
+		}
+	}
+	// A link the user planted at the log's name is replaced, not written
+	// through.
+	victim := filepath.Join(e.root, "victim")
+	if err := os.WriteFile(victim, []byte("root's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(log); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, log); err != nil {
+		t.Fatal(err)
+	}
+	e.runEnv([]string{"SUDO_UID=65534", "SUDO_GID=65534"}, "build", "-f", "bad.toml")
+	if b, _ := os.ReadFile(victim); string(b) != "root's\n" {
+		t.Errorf("the build log was written through a planted link: %q", b)
+	}
+	if fi, err := os.Lstat(log); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("log after a planted link: %v %v", fi, err)
+	}
 }
