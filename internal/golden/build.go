@@ -187,6 +187,9 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		}
 	}
 	faults.At("build:loaded")
+	if err := sameInputs(ctx, r, inputs); err != nil {
+		return nil, err
+	}
 
 	o.Progress.Step("freeze, analyze and checkpoint")
 	if err := eng.Finish(ctx, srv, r); err != nil {
@@ -354,4 +357,28 @@ func randomPassword() string {
 	b := make([]byte, 18)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// sameInputs reads every input again, after the build loaded it, and
+// fails when one no longer has the content its key was computed from: a
+// file changed while the build ran would publish a golden under a key
+// that promises other data (to every user of the store).
+func sameInputs(ctx context.Context, r *recipe.Recipe, inputs []Input) error {
+	n := 0
+	for _, st := range r.Steps {
+		for _, f := range st.Files {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if n >= len(inputs) {
+				return fmt.Errorf("recipe inputs changed while building: nothing published; run again")
+			}
+			sum, err := fileSum(f)
+			if err != nil || sum != inputs[n].SHA256 {
+				return fmt.Errorf("%s changed while the build read it: nothing published; run again", r.Rel(f))
+			}
+			n++
+		}
+	}
+	return nil
 }
