@@ -50,4 +50,3 @@ func FreeBytes(path string) (uint64, error) {
 	}
 	return st.Bavail * uint64(st.Bsize), nil
 }
-
