@@ -301,20 +301,14 @@ func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, tt
 	}
 	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend,
 		HolderPID: holder.PID, Leased: time.Now().UTC(), ReadyMs: st.ReadyMs, Pool: e.id, InstanceDir: st.Dir,
-		Env: map[string]string{"DBFORK_INSTANCE": st.ID}}
+		Env: st.ClientEnv()}
 	if st.Conn != nil {
 		l.DSN, l.SocketDSN = st.Conn.URL, st.Conn.SocketURL
-		for k, v := range st.Conn.Env {
-			l.Env[k] = v
-		}
 		// The instance's socket dir belongs to the server user (mode
 		// 0700): a caller who is neither root nor that user connects over
 		// 127.0.0.1 with the instance password instead.
 		if !(peer.Unix && (peer.UID == 0 || peer.UID == d.o.Store.User.UID)) {
-			if _, ok := l.Env["PGHOST"]; ok {
-				l.Env["PGHOST"] = "127.0.0.1"
-			}
-			delete(l.Env, "MYSQL_UNIX_PORT")
+			engine.TCPOnly(l.Env)
 		}
 	}
 	if ttl > 0 {
