@@ -277,13 +277,28 @@ func TestServeForUnprivilegedClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = rootC.Release(ctx, rl.ID) }()
-	probe := exec.Command("/usr/bin/python3", "-c", apiProbe, filepath.Join(e.store, api.SocketName), rl.ID, filepath.Join(e.proj, "dbfork.toml"))
+	// H1: the daemon reads recipes and checks inputs with the caller's
+	// rights: root's 0600 files neither load nor leak into errors.
+	secret := filepath.Join(e.root, "secret.sql")
+	if err := os.WriteFile(secret, []byte("select 'TOPSECRET';\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	steal := filepath.Join(e.proj, "steal.toml")
+	if err := os.WriteFile(steal, []byte("engine = \"postgres\"\n[[load]]\nsql = \""+secret+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	giveTo(t, nobody, steal)
+	probe := exec.Command("/usr/bin/python3", "-c", apiProbe, filepath.Join(e.store, api.SocketName), rl.ID, filepath.Join(e.proj, "dbfork.toml"), steal)
 	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	pout, err := probe.CombinedOutput()
 	if err != nil {
 		t.Fatalf("api probe as nobody: %v\n%s", err, pout)
 	}
-	for _, want := range []string{"list 200 without-root-lease", "release 404", "pid1 400 lease holder pid 1 is not a process of yours"} {
+	if strings.Contains(string(pout), "TOPSECRET") || strings.Contains(string(pout), "root:") {
+		t.Errorf("an error shows a root-only file's content:\n%s", pout)
+	}
+	for _, want := range []string{"list 200 without-root-lease", "release 404", "pid1 400 lease holder pid 1 is not a process of yours",
+		"shadow 404 recipe /etc/shadow cannot be read by uid " + nobody.Uid, "steal 400 input " + secret + " cannot be read by uid " + nobody.Uid} {
 		if !strings.Contains(string(pout), want) {
 			t.Errorf("api probe as nobody: want %q in:\n%s", want, pout)
 		}
@@ -409,7 +424,7 @@ func TestServeKilledWhileStopping(t *testing.T) {
 // lease id, recipe) and prints what it got, one line per call.
 const apiProbe = `
 import json, socket, sys
-sock, lid, recipe = sys.argv[1:4]
+sock, lid, recipe, steal = sys.argv[1:5]
 def call(method, path, body=None):
     s = socket.socket(socket.AF_UNIX)
     s.connect(sock)
@@ -430,4 +445,8 @@ st, body = call("DELETE", "/v1/leases/" + lid)
 print("release", st)
 st, body = call("POST", "/v1/leases", {"recipe": recipe, "pid": 1})
 print("pid1", st, json.loads(body).get("error"))
+st, body = call("POST", "/v1/goldens", {"recipe": "/etc/shadow"})
+print("shadow", st, json.loads(body).get("error"))
+st, body = call("POST", "/v1/goldens", {"recipe": steal})
+print("steal", st, json.loads(body).get("error"))
 `

@@ -125,14 +125,35 @@ func (d *Daemon) Health() api.Health {
 
 // loadRecipe reads the recipe a request names. Paths must be absolute: the
 // daemon's working directory means nothing to the caller.
-func loadRecipe(path string) (*recipe.Recipe, error) {
+// loadRecipe reads a recipe with the rights of whoever asked (ctx's
+// caller), and checks they may read every input: the daemon is root, the
+// caller may not be.
+func loadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
 	if path == "" {
 		return nil, errs.Invalid("request needs \"recipe\": the absolute path of a dbfork.toml")
 	}
 	if !filepath.IsAbs(path) {
 		return nil, errs.Invalid("recipe path %q is relative: send an absolute path", path)
 	}
-	return recipe.Load(path)
+	if engine.CallerOf(ctx) == nil {
+		return recipe.Load(path)
+	}
+	data, err := engine.ReadAsCaller(ctx, path)
+	if err != nil {
+		return nil, errs.NotFound("recipe %v", err)
+	}
+	r, err := recipe.Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	var inputs []string
+	for _, st := range r.Steps {
+		inputs = append(inputs, st.Files...)
+	}
+	if err := engine.CallerCanRead(ctx, inputs); err != nil {
+		return nil, errs.Invalid("%v", err)
+	}
+	return r, nil
 }
 
 // engineFor returns the (cached) engine for a recipe.
@@ -159,7 +180,8 @@ func (d *Daemon) engineFor(ctx context.Context, r *recipe.Recipe) (engine.Engine
 // file is picked up by the next acquire; a golden already seen is not
 // re-read from disk.
 func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engine.Engine, *golden.Result, error) {
-	r, err := loadRecipe(path)
+	ctx = d.asCaller(ctx)
+	r, err := loadRecipe(ctx, path)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -179,7 +201,7 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 			return r, eng, &golden.Result{Golden: g}, nil
 		}
 	}
-	res, err := golden.Build(d.asCaller(ctx), d.o.Store, eng, r, golden.Options{Log: d.o.Log})
+	res, err := golden.Build(ctx, d.o.Store, eng, r, golden.Options{Log: d.o.Log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
