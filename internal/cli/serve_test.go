@@ -209,7 +209,7 @@ func TestServeForUnprivilegedClient(t *testing.T) {
 	}
 	giveTo(t, nobody, e.proj, filepath.Join(e.proj, "dbfork.toml")) // the user's own project
 	c := e.cmd("serve", "-f", "dbfork.toml")
-	c.Env = append(c.Env, "SUDO_UID="+nobody.Uid, "SUDO_GID="+nobody.Gid)
+	c.Env = append(c.Env, "SUDO_UID="+nobody.Uid, "SUDO_GID="+nobody.Gid, "DBFORK_TEST_DAEMON_SECRET=hunter2")
 	out := &syncBuf{}
 	c.Stderr = out
 	if err := c.Start(); err != nil {
@@ -288,11 +288,24 @@ func TestServeForUnprivilegedClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	giveTo(t, nobody, steal)
-	probe := exec.Command("/usr/bin/python3", "-c", apiProbe, filepath.Join(e.store, api.SocketName), rl.ID, filepath.Join(e.proj, "dbfork.toml"), steal)
+	// L7: a socket peer's run steps do not get the daemon's environment.
+	envRecipe := filepath.Join(e.proj, "env.toml")
+	if err := os.WriteFile(envRecipe, []byte("engine = \"postgres\"\n[[load]]\nrun = \"env > seen_env.txt\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	giveTo(t, nobody, envRecipe)
+	probe := exec.Command("/usr/bin/python3", "-c", apiProbe, filepath.Join(e.store, api.SocketName), rl.ID, filepath.Join(e.proj, "dbfork.toml"), steal, envRecipe)
 	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	pout, err := probe.CombinedOutput()
 	if err != nil {
 		t.Fatalf("api probe as nobody: %v\n%s", err, pout)
+	}
+	seen, err := os.ReadFile(filepath.Join(e.proj, "seen_env.txt"))
+	if err != nil {
+		t.Fatalf("the env recipe's run step did not run: %v\n%s", err, pout)
+	}
+	if strings.Contains(string(seen), "hunter2") || !strings.Contains(string(seen), "PGPORT=") || !strings.Contains(string(seen), "HOME=") {
+		t.Errorf("a socket peer's run step saw:\n%s", seen)
 	}
 	if strings.Contains(string(pout), "TOPSECRET") || strings.Contains(string(pout), "root:") {
 		t.Errorf("an error shows a root-only file's content:\n%s", pout)
@@ -424,7 +437,7 @@ func TestServeKilledWhileStopping(t *testing.T) {
 // lease id, recipe) and prints what it got, one line per call.
 const apiProbe = `
 import json, socket, sys
-sock, lid, recipe, steal = sys.argv[1:5]
+sock, lid, recipe, steal, envr = sys.argv[1:6]
 def call(method, path, body=None):
     s = socket.socket(socket.AF_UNIX)
     s.connect(sock)
@@ -449,4 +462,6 @@ st, body = call("POST", "/v1/goldens", {"recipe": "/etc/shadow"})
 print("shadow", st, json.loads(body).get("error"))
 st, body = call("POST", "/v1/goldens", {"recipe": steal})
 print("steal", st, json.loads(body).get("error"))
+st, body = call("POST", "/v1/goldens", {"recipe": envr})
+print("env", st, json.loads(body).get("error"))
 `

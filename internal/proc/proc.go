@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Identity is what dbfork records about a process it started.
@@ -61,13 +63,26 @@ func (id Identity) Alive() bool {
 	return err == nil && st == id.StartTime
 }
 
-// Signal sends sig only if the process is still the one recorded.
+// Signal sends sig only if the process is still the one recorded. It
+// holds a pidfd while it checks the start time and signals through it, so
+// a PID reused between the check and the signal is never hit.
 func (id Identity) Signal(sig syscall.Signal) error {
+	if id.PID <= 0 {
+		return os.ErrProcessDone
+	}
+	fd, err := unix.PidfdOpen(id.PID, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return os.ErrProcessDone
+		}
+		return fmt.Errorf("pidfd_open %d: %w", id.PID, err)
+	}
+	defer unix.Close(fd)
 	if !id.Alive() {
 		return os.ErrProcessDone
 	}
-	err := syscall.Kill(id.PID, sig)
-	if errors.Is(err, syscall.ESRCH) {
+	err = unix.PidfdSendSignal(fd, sig, nil, 0)
+	if errors.Is(err, unix.ESRCH) {
 		return os.ErrProcessDone
 	}
 	return err
