@@ -60,7 +60,11 @@ func (e *Engine) clientFile(ctx context.Context, srv *engine.Server, r *recipe.R
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 2 && strings.HasPrefix(stderr.String(), "sh: ") && strings.Contains(stderr.String(), "cannot open") {
+		ee, ran := err.(*exec.ExitError)
+		if as != "" && !ran {
+			return fmt.Errorf("%s: the client could not start%s", r.Rel(file), as)
+		}
+		if ran && ee.ExitCode() == 2 && strings.HasPrefix(stderr.String(), "sh: ") && strings.Contains(stderr.String(), "cannot open") {
 			return fmt.Errorf("%s: cannot be opened%s", r.Rel(file), as)
 		}
 		return clientError(r.Rel(file), file, stderr.String(), err)

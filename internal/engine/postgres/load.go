@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -72,8 +73,8 @@ func (p *Postgres) psqlFile(ctx context.Context, srv *engine.Server, r *recipe.R
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if as != "" && strings.Contains(stderr.String(), "Permission denied") {
-		return fmt.Errorf("%s: psql could not read it%s", r.Rel(file), as)
+	if as != "" && (strings.Contains(stderr.String(), "Permission denied") || !isExit(err)) {
+		return fmt.Errorf("%s: psql could not start or read it%s", r.Rel(file), as)
 	}
 	return sqlError(r.Rel(file), stderr.String(), err)
 }
@@ -128,13 +129,16 @@ func (p *Postgres) restore(ctx context.Context, srv *engine.Server, r *recipe.Re
 		"-d", srv.Database, file)
 	cmd.Dir = r.Dir
 	cmd.Env = p.clientEnv(srv)
-	engine.AsCaller(ctx, r, cmd)
+	as := engine.AsCaller(ctx, r, cmd)
 	var stderr bytes.Buffer
 	cmd.Stdout = out
 	cmd.Stderr = io.MultiWriter(&stderr, out)
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if as != "" && !isExit(err) {
+			return fmt.Errorf("%s: pg_restore could not start%s", r.Rel(file), as)
 		}
 		return fmt.Errorf("%s: pg_restore failed (%v): %s", r.Rel(file), err, oneLine(engine.Tail(stderr.String(), 4), 400))
 	}
@@ -158,4 +162,11 @@ func dumpFormat(path string) (string, error) {
 		return "tar", nil
 	}
 	return "plain", nil
+}
+
+// isExit tells a tool that ran and failed from one that never started
+// (a dir the caller cannot enter, a binary they cannot run).
+func isExit(err error) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee)
 }
