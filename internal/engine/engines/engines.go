@@ -69,7 +69,7 @@ func (o *Opener) Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, err
 func OpenInstalled(ctx context.Context, in *fetch.Installed, cache *fetch.Cache) (engine.Engine, error) {
 	switch in.Engine {
 	case "postgres":
-		return postgres.NewAt(ctx, filepath.Join(in.Dir, "bin"), ClientDirs(cache))
+		return postgres.NewAt(ctx, in.BinDir(), ClientDirs(cache))
 	case "mariadb":
 		return mysql.NewAt(ctx, mysql.MariaDB, in.Dir)
 	}
@@ -88,7 +88,7 @@ func ClientDirs(cache *fetch.Cache) []string {
 		if in.Engine != "postgres" {
 			continue
 		}
-		bin := filepath.Join(in.Dir, "bin")
+		bin := in.BinDir()
 		if _, err := os.Stat(filepath.Join(bin, "psql")); err == nil {
 			dirs = append(dirs, bin)
 		}
