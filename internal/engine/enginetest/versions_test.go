@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/engine"
-	"github.com/dbfork/dbfork/internal/engine/enginetest"
 	"github.com/dbfork/dbfork/internal/engine/engines"
+	"github.com/dbfork/dbfork/internal/engine/enginetest"
 	"github.com/dbfork/dbfork/internal/engine/fetch"
 )
 
