@@ -45,6 +45,9 @@ func NewAt(ctx context.Context, bindir string, clientDirs []string) (*Postgres, 
 	if !hasAll(bindir, needed) {
 		return nil, errs.MissingTool("no PostgreSQL server binaries (%s) in %s", strings.Join(needed, ", "), bindir)
 	}
+	if err := engine.TrustedBinaries(bindir, needed); err != nil {
+		return nil, errs.Invalid("%v", err)
+	}
 	v, err := serverVersion(ctx, bindir)
 	if err != nil {
 		return nil, err
