@@ -44,10 +44,10 @@ type Stats struct {
 	Manifest     ocispec.Descriptor `json:"manifest"`
 	Layers       int                `json:"layers"`
 	LayersSent   int                `json:"layers_sent"`
-	BytesSent    int64              `json:"bytes_sent"`    // blob bytes uploaded (compressed)
-	Compressed   int64              `json:"compressed"`    // all layers, compressed
-	Uncompressed int64              `json:"uncompressed"`  // the golden's files
-	SentLayers   []string           `json:"sent_layers"`   // digests uploaded
+	BytesSent    int64              `json:"bytes_sent"`   // blob bytes uploaded (compressed)
+	Compressed   int64              `json:"compressed"`   // all layers, compressed
+	Uncompressed int64              `json:"uncompressed"` // the golden's files
+	SentLayers   []string           `json:"sent_layers"`  // digests uploaded
 	Seconds      float64            `json:"seconds"`
 }
 

@@ -127,6 +127,9 @@ func registryError(host string, err error) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
+		return errs.Invalid("registry %s refused access: it wants credentials and none were found (set DBFORK_REGISTRY_USER and DBFORK_REGISTRY_PASSWORD, or `docker login %s`)", host, host)
+	}
 	var resp *errcode.ErrorResponse
 	if errors.As(err, &resp) {
 		switch resp.StatusCode {
