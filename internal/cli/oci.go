@@ -12,6 +12,7 @@ import (
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/oci"
+	"github.com/dbfork/dbfork/internal/progress"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
@@ -190,4 +191,13 @@ func (g *globals) printUnpacked(res *oci.Unpacked, asJSON bool) error {
 	}
 	fmt.Fprintln(g.stdout, res.Key)
 	return nil
+}
+
+// buildOptions are golden.Build's options for a command: progress on
+// stderr, and the recipe's [cache] through the registries.
+func (g *globals) buildOptions(f registryFlags) golden.Options {
+	return golden.Options{
+		Progress: progress.New(g.stderr), Log: g.log, Remote: g.remote(f),
+		Warn: func(msg string) { fmt.Fprintln(g.stderr, "dbfork: "+msg) },
+	}
 }

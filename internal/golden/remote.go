@@ -34,6 +34,9 @@ func fetchRemote(ctx context.Context, s *store.Store, key, repo string, o Option
 	}
 	if !ok {
 		o.Log.Info("cache has no golden of this key (another recipe or server version gives another key); building", "repo", repo, "key", key)
+		if o.Warn != nil {
+			o.Warn(repo + " has no golden " + short(key) + " (a different recipe or server version gives a different key); building it")
+		}
 	}
 	return ok
 }
