@@ -21,6 +21,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/store"
 )
@@ -72,11 +73,11 @@ func Pack(ctx context.Context, s *store.Store, g *golden.Golden, sink Sink, o Pa
 	st := &Stats{Layers: len(plans), Uncompressed: g.Manifest.TotalBytes}
 	cache := openLayerCache(s)
 	defer cache.save()
-	work, err := os.MkdirTemp(s.CacheDir(), "oci-push-")
+	work, err := newPushDir(s)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create push dir: %w", err)
 	}
-	defer os.RemoveAll(work)
+	defer fsutil.RemoveAll(work)
 
 	layers := make([]ocispec.Descriptor, len(plans))
 	var mu sync.Mutex
@@ -258,3 +259,24 @@ func (c *countWriter) Write(p []byte) (int, error) {
 }
 
 func newBytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// newPushDir makes a scratch dir for compressed layers, named after this
+// process, and removes those of pushes whose process is gone (killed).
+func newPushDir(s *store.Store) (string, error) {
+	old, _ := filepath.Glob(filepath.Join(s.CacheDir(), "oci-push-*"))
+	for _, d := range old {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(d), "oci-push-%d-", &pid); err == nil && pid > 0 && !alive(pid) {
+			_ = fsutil.RemoveAll(d)
+		}
+	}
+	if err := os.MkdirAll(s.CacheDir(), 0o755); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(s.CacheDir(), fmt.Sprintf("oci-push-%d-", os.Getpid()))
+}
+
+func alive(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
+}

@@ -5,6 +5,7 @@ package ocitest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -37,7 +38,17 @@ type Options struct {
 // Start runs a registry until the test ends.
 func Start(t testing.TB, o Options) *Registry {
 	t.Helper()
-	root := t.TempDir()
+	r, stop, err := Serve(t.TempDir(), "127.0.0.1:0", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return r
+}
+
+// Serve runs a registry storing under root on addr until stop is called
+// (for benchmarks, outside tests).
+func Serve(root, addr string, o Options) (*Registry, func(), error) {
 	cfg := &configuration.Configuration{}
 	cfg.Storage = configuration.Storage{
 		"filesystem": configuration.Parameters{"rootdirectory": filepath.Join(root, "data")},
@@ -49,11 +60,11 @@ func Start(t testing.TB, o Options) *Registry {
 	if o.User != "" {
 		hash, err := bcrypt.GenerateFromPassword([]byte(o.Password), bcrypt.MinCost)
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 		pw := filepath.Join(root, "htpasswd")
 		if err := os.WriteFile(pw, []byte(o.User+":"+string(hash)+"\n"), 0o600); err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 		cfg.Auth = configuration.Auth{"htpasswd": configuration.Parameters{"realm": "dbfork-test", "path": pw}}
 	}
@@ -61,21 +72,22 @@ func Start(t testing.TB, o Options) *Registry {
 	logrus.SetOutput(io.Discard)
 	ctx, cancel := context.WithCancel(context.Background())
 	app := handlers.NewApp(ctx, cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Fatal(err)
+		cancel()
+		return nil, nil, err
 	}
 	srv := &http.Server{Handler: app}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			t.Logf("registry: %v", err)
+			fmt.Fprintln(os.Stderr, "registry:", err)
 		}
 	}()
-	t.Cleanup(func() {
+	stop := func() {
 		srv.Close()
 		cancel()
-	})
-	return &Registry{Host: ln.Addr().String(), Root: filepath.Join(root, "data")}
+	}
+	return &Registry{Host: ln.Addr().String(), Root: filepath.Join(root, "data")}, stop, nil
 }
 
 // BlobPath is where the registry stores a blob ("sha256:…").
