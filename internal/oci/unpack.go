@@ -3,6 +3,8 @@ package oci
 import (
 	"archive/tar"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -200,9 +202,10 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(2)
 	counts := make([]int64, len(a.man.Layers))
+	sums := &fileSums{m: map[string]string{}}
 	for i, l := range a.man.Layers {
 		eg.Go(func() error {
-			c, err := unpackLayer(ectx, src, l, data, want)
+			c, err := unpackLayer(ectx, src, l, data, want, sums)
 			counts[i] = c
 			if err == nil && o.Progress != nil {
 				o.Progress(fmt.Sprintf("layer %d/%d", i+1, len(a.man.Layers)))
@@ -221,12 +224,12 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 		return nil, n, err
 	}
 	faults.At("pull:downloaded")
-	probs, err := golden.Verify(&golden.Golden{Key: a.golden.Key, Dir: tmp, Manifest: a.golden}, true)
-	if err != nil {
+	if err := verifyPulled(tmp, a.golden, sums); err != nil {
 		return nil, n, err
 	}
-	if len(probs) > 0 {
-		return nil, n, errs.Conflict("pulled golden %s does not match its manifest (%s, %d problems); nothing was published", golden.Short(a.golden.Key), probs[0], len(probs))
+	// One syncfs makes every file durable before the manifest is written.
+	if err := syncFS(data); err != nil {
+		return nil, n, err
 	}
 	g, err = golden.Publish(s, tmp, a.golden, "pull")
 	if err != nil {
@@ -238,7 +241,7 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 
 // unpackLayer streams one layer into the data dir, and then checks the
 // blob's digest: whatever it wrote stays in the tmp- dir until then.
-func unpackLayer(ctx context.Context, src Source, desc ocispec.Descriptor, data string, want map[string]golden.File) (int64, error) {
+func unpackLayer(ctx context.Context, src Source, desc ocispec.Descriptor, data string, want map[string]golden.File, sums *fileSums) (int64, error) {
 	if desc.MediaType != LayerType {
 		return 0, errs.Invalid("layer %s has media type %q, want %s", desc.Digest, desc.MediaType, LayerType)
 	}
@@ -257,7 +260,7 @@ func unpackLayer(ctx context.Context, src Source, desc ocispec.Descriptor, data 
 		return 0, err
 	}
 	defer zr.Close()
-	extractErr := extractTar(ctx, tar.NewReader(zr), data, want)
+	extractErr := extractTar(ctx, tar.NewReader(zr), data, want, sums)
 	// Read to the end, so the digest covers the whole blob.
 	if _, err := io.Copy(io.Discard, cr); err != nil && extractErr == nil {
 		return cr.n, fmt.Errorf("fetch layer %s: %w", desc.Digest.Encoded()[:12], err)
@@ -268,7 +271,7 @@ func unpackLayer(ctx context.Context, src Source, desc ocispec.Descriptor, data 
 	return cr.n, extractErr
 }
 
-func extractTar(ctx context.Context, tr *tar.Reader, data string, want map[string]golden.File) error {
+func extractTar(ctx context.Context, tr *tar.Reader, data string, want map[string]golden.File, sums *fileSums) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -293,14 +296,25 @@ func extractTar(ctx context.Context, tr *tar.Reader, data string, want map[strin
 		if hdr.Size < 0 || off+hdr.Size > f.Size {
 			return errs.Invalid("layer entry %q (%d bytes at %d) is larger than the manifest's %d", hdr.Name, hdr.Size, off, f.Size)
 		}
-		if err := writeAt(filepath.Join(data, f.Path), off, hdr.Size, tr); err != nil {
+		// A whole file is hashed as it is written; parts are read back
+		// by verifyPulled.
+		var r io.Reader = tr
+		h := sha256.New()
+		whole := off == 0 && hdr.Size == f.Size
+		if whole {
+			r = io.TeeReader(tr, h)
+		}
+		if err := writeAt(filepath.Join(data, f.Path), off, hdr.Size, r); err != nil {
 			return err
+		}
+		if whole {
+			sums.set(f.Path, hex.EncodeToString(h.Sum(nil)))
 		}
 	}
 }
 
 // writeAt writes n bytes of r into path from off, creating the file (never
-// through a symlink) and syncing it.
+// through a symlink); syncFS makes it durable later.
 func writeAt(path string, off, n int64, r io.Reader) error {
 	fd, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|noFollow, 0o600)
 	if err != nil {
@@ -310,9 +324,6 @@ func writeAt(path string, off, n int64, r io.Reader) error {
 	w := io.NewOffsetWriter(fd, off)
 	if m, err := io.CopyN(w, r, n); err != nil {
 		return fmt.Errorf("write %s (%d of %d bytes): %w", path, m, n, err)
-	}
-	if err := fd.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", path, err)
 	}
 	return fd.Close()
 }
