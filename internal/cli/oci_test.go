@@ -193,3 +193,21 @@ func TestPullRefusals(t *testing.T) {
 	}
 	a.runEnv([]string{"DBFORK_REGISTRY_USER=ci", "DBFORK_REGISTRY_PASSWORD=right"}, "push", locked.Host+"/goldens/shop")
 }
+
+// MariaDB goldens travel the same way.
+func TestMariaDBPushPull(t *testing.T) {
+	reg := ocitest.Start(t, ocitest.Options{})
+	repo := reg.Host + "/goldens/maria"
+	a := mariadbEnv(t)
+	key := a.key()
+	a.mustRun("push", repo)
+	b := mariadbEnv(t)
+	b.mustRun("pull", repo+":"+key)
+	if out := b.buildJSON(); out.Key != key || out.Built {
+		t.Fatalf("build after pull: %+v, want key %s not built", out, key)
+	}
+	r := b.mustRun("run", "--", "sh", "-c", `mariadb -N -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "SELECT COUNT(*) FROM items"`)
+	if n := strings.TrimSpace(r.stdout); n != "3001" {
+		t.Fatalf("query on a clone of the pulled MariaDB golden: %q", n)
+	}
+}
