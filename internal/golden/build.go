@@ -175,7 +175,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	o.Progress.Step("start build server")
 	srv, err = eng.Start(ctx, engine.StartSpec{
 		DataDir: data, SocketDir: sock, LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
-		Listen: true, Profile: engine.ProfileSafe, User: s.User,
+		Listen: true, Profile: engine.ProfileSafe, User: s.User, Settings: buildSettings(eng),
 		Database: r.Database, Owner: r.Owner,
 		// Commands (migration tools) reach the build server exactly as tests
 		// reach clones: over 127.0.0.1 with a password, which Finish drops.

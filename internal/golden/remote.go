@@ -3,6 +3,7 @@ package golden
 import (
 	"context"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -48,4 +49,17 @@ func sendRemote(ctx context.Context, s *store.Store, g *Golden, repo string, o O
 	}
 	o.Progress.Step("push " + short(g.Key) + " to " + repo)
 	return o.Remote.Send(ctx, s, g, repo)
+}
+
+// BuildTuner is implemented by engines with server settings for build
+// servers only (never for clones).
+type BuildTuner interface {
+	BuildSettings() map[string]string
+}
+
+func buildSettings(eng engine.Engine) map[string]string {
+	if bt, ok := eng.(BuildTuner); ok {
+		return bt.BuildSettings()
+	}
+	return nil
 }
