@@ -46,6 +46,8 @@ type Options struct {
 	Log   *slog.Logger
 	// OpenEngine locates a recipe's server binaries.
 	OpenEngine func(ctx context.Context, r *recipe.Recipe) (engine.Engine, error)
+	// Remote serves recipes' [cache] (pull instead of build); nil: none.
+	Remote golden.Remote
 	// Backoff after a failed instance start (default 1 s, doubling).
 	Backoff time.Duration
 	// Watch is how often lease holders and TTLs are checked (default 100 ms).
@@ -201,7 +203,7 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 			return r, eng, &golden.Result{Golden: g}, nil
 		}
 	}
-	res, err := golden.Build(ctx, d.o.Store, eng, r, golden.Options{Log: d.o.Log})
+	res, err := golden.Build(ctx, d.o.Store, eng, r, golden.Options{Log: d.o.Log, Remote: d.o.Remote})
 	if err != nil {
 		return nil, nil, nil, err
 	}
