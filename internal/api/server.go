@@ -129,7 +129,7 @@ func decode(r *http.Request, v any) error {
 		case errors.Is(err, io.EOF):
 			return errs.Invalid("empty request body: send a JSON object")
 		}
-		return errs.Invalid("malformed JSON request: %v", err)
+		return errs.Invalid("malformed JSON request: %w", err)
 	}
 	if dec.More() {
 		return errs.Invalid("malformed JSON request: data after the object")
@@ -148,9 +148,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // fail answers with the error's status (errs.HTTP is the one mapping).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, kind := errs.HTTP(err)
-	if status == 500 && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		status, kind = 503, "busy"
-	}
 	s.log.Debug("api error", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	writeJSON(w, status, ErrorBody{Error: err.Error(), Kind: kind})
 }

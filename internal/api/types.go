@@ -7,8 +7,6 @@ package api
 import (
 	"context"
 	"time"
-
-	"github.com/dbfork/dbfork/internal/pool"
 )
 
 // SocketName is the API socket's name inside the store.
@@ -104,7 +102,21 @@ type PoolInfo struct {
 	Engine  string `json:"engine"`
 	Backend string `json:"backend"`
 	Retired bool   `json:"retired,omitempty"` // its recipe now builds another golden; it drains
-	pool.Stats
+	PoolStats
+}
+
+// PoolStats are a pool's counts (the API's own copy of the daemon's pool
+// state, so the wire format does not follow internal types).
+type PoolStats struct {
+	Min        int    `json:"min"`
+	Max        int    `json:"max"`
+	Warming    int    `json:"warming"`
+	Ready      int    `json:"ready"`
+	Leased     int    `json:"leased"`
+	Discarding int    `json:"discarding"`
+	Waiting    int    `json:"waiting"`
+	LastError  string `json:"last_error,omitempty"`
+	Closed     bool   `json:"closed,omitempty"`
 }
 
 // ErrorBody is every error response.

@@ -166,7 +166,7 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	key, _, _, err := golden.Key(ctx, eng, r, d.hc)
+	key, inputs, version, err := golden.Key(ctx, eng, r, d.hc)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -178,7 +178,8 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 			return r, eng, &golden.Result{Golden: g}, nil
 		}
 	}
-	res, err := golden.Build(d.asCaller(ctx), d.o.Store, eng, r, golden.Options{Log: d.o.Log})
+	res, err := golden.BuildKeyed(d.asCaller(ctx), d.o.Store, eng, r,
+		golden.Keyed{Key: key, Inputs: inputs, Version: version}, golden.Options{Log: d.o.Log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -246,8 +247,8 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 	if req.Max != nil {
 		cfg.Max = *req.Max
 	}
-	if cfg.Min < 0 || cfg.Max < 1 || cfg.Min > cfg.Max || cfg.Max > 256 {
-		return nil, errs.Invalid("pool needs 0 <= min <= max and 1 <= max <= 256 (got min=%d max=%d)", cfg.Min, cfg.Max)
+	if err := (recipe.Pool{Min: cfg.Min, Max: cfg.Max}).CheckSize(); err != nil {
+		return nil, errs.Invalid("%w", err)
 	}
 	e, err := d.entryFor(r, eng, res.Golden, req.Backend, cfg)
 	if err != nil {
@@ -496,7 +497,7 @@ func (d *Daemon) Pools() []api.PoolInfo {
 	out := make([]api.PoolInfo, 0, len(d.pools))
 	for _, e := range d.pools {
 		out = append(out, api.PoolInfo{ID: e.id, Recipe: e.recipe, Golden: e.golden.Key, Engine: e.eng.Name(),
-			Backend: e.backend, Retired: e.retired, Stats: e.pool.Stats()})
+			Backend: e.backend, Retired: e.retired, PoolStats: poolStats(e.pool.Stats())})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -614,3 +615,9 @@ func short(k string) string {
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+
+// poolStats copies the pool's counts into the API's own type.
+func poolStats(s pool.Stats) api.PoolStats {
+	return api.PoolStats{Min: s.Min, Max: s.Max, Warming: s.Warming, Ready: s.Ready, Leased: s.Leased,
+		Discarding: s.Discarding, Waiting: s.Waiting, LastError: s.LastError, Closed: s.Closed}
+}
