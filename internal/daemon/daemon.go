@@ -93,6 +93,7 @@ type lease struct {
 	holder  proc.Identity // zero: none (TTL only)
 	expires time.Time     // zero: none
 	entry   *entry
+	owner   int // the caller's uid; -1 over TCP
 }
 
 // New starts a daemon (its lease watcher); Close stops it.
@@ -214,8 +215,8 @@ func (d *Daemon) EnsureGolden(ctx context.Context, req api.GoldenRequest) (*api.
 // Acquire implements api.Service.
 func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.Peer) (*api.Lease, error) {
 	t0 := time.Now()
-	if req.TTLSeconds < 0 || req.WaitSeconds < 0 || req.PID < 0 {
-		return nil, errs.Invalid("ttl_seconds, wait_seconds and pid must not be negative")
+	if err := req.Check(); err != nil {
+		return nil, err
 	}
 	if req.Backend == "" {
 		req.Backend = "auto"
@@ -231,6 +232,9 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 		id, err := proc.Of(pid)
 		if err != nil {
 			return nil, errs.Invalid("lease holder pid %d is not a running process", pid)
+		}
+		if !peer.All() && pid != peer.PID && proc.UID(pid) != peer.UID {
+			return nil, errs.Invalid("lease holder pid %d is not a process of yours (uid %d): name one of your own, or leave pid out", pid, peer.UID)
 		}
 		holder = id
 	} else if req.TTLSeconds == 0 {
@@ -292,7 +296,10 @@ func lastErr(st pool.Stats) string {
 
 func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, ttl float64, t0 time.Time, peer api.Peer) *api.Lease {
 	st := in.State
-	l := &lease{holder: holder, entry: e}
+	l := &lease{holder: holder, entry: e, owner: -1}
+	if peer.Unix {
+		l.owner = peer.UID
+	}
 	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend,
 		HolderPID: holder.PID, Leased: time.Now().UTC(), ReadyMs: st.ReadyMs, Pool: e.id, InstanceDir: st.Dir,
 		Env: map[string]string{"DBFORK_INSTANCE": st.ID}}
@@ -429,23 +436,26 @@ func poolID(key, backendName string, settings map[string]string) string {
 }
 
 // take removes a lease from the table.
-func (d *Daemon) take(id string) (*lease, error) {
+func (d *Daemon) take(id string, peer api.Peer) (*lease, error) {
 	if !validID(id) {
 		return nil, errs.Invalid("lease id %q is not an instance id (8 hex digits)", id)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	l, ok := d.leases[id]
-	if !ok {
+	if !ok || !peer.Owns(l.owner) { // another user's lease is not there for you
 		return nil, errs.NotFound("no lease %s (already released, reclaimed, or never leased here)", id)
 	}
 	delete(d.leases, id)
 	return l, nil
 }
 
+// everyone is the daemon itself ending a lease (watcher, shutdown).
+var everyone = api.Peer{}
+
 // Release implements api.Service.
-func (d *Daemon) Release(id string) error {
-	l, err := d.take(id)
+func (d *Daemon) Release(id string, peer api.Peer) error {
+	l, err := d.take(id, peer)
 	if err != nil {
 		return err
 	}
@@ -458,8 +468,8 @@ func (d *Daemon) Release(id string) error {
 
 // Keep implements api.Service: the instance leaves the pool and lives on
 // until `dbfork down`, like one made by `dbfork up`.
-func (d *Daemon) Keep(id string) (*api.Lease, error) {
-	l, err := d.take(id)
+func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
+	l, err := d.take(id, peer)
 	if err != nil {
 		return nil, err
 	}
@@ -479,11 +489,14 @@ func (d *Daemon) Keep(id string) (*api.Lease, error) {
 }
 
 // Leases implements api.Service.
-func (d *Daemon) Leases() []api.Lease {
+func (d *Daemon) Leases(peer api.Peer) []api.Lease {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]api.Lease, 0, len(d.leases))
 	for _, l := range d.leases {
+		if !peer.Owns(l.owner) {
+			continue
+		}
 		out = append(out, l.Lease)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Leased.Before(out[j].Leased) })
@@ -534,7 +547,7 @@ func (d *Daemon) watch() {
 		d.mu.Unlock()
 		for _, id := range dead {
 			d.o.Log.Info("reclaiming lease: holder exited or TTL passed", "id", id)
-			_ = d.Release(id)
+			_ = d.Release(id, everyone)
 		}
 		for _, e := range drained {
 			go func() { _ = e.pool.Close(context.Background()) }()

@@ -96,3 +96,6 @@ func callerEnv(env []string, c *Caller) []string {
 	}
 	return out
 }
+
+// CallerOf is the user ctx acts for, or nil when that is this process.
+func CallerOf(ctx context.Context) *Caller { return callerFrom(ctx) }

@@ -92,7 +92,7 @@ func (hc *HashCache) Save() {
 	}
 	data, err := json.Marshal(hc.entries)
 	if err == nil && os.MkdirAll(filepath.Dir(hc.path), 0o755) == nil {
-		_ = fsutil.WriteFileAtomic(hc.path, data, 0o644)
+		_ = fsutil.WriteFileAtomic(hc.path, data, 0o600)
 	}
 	hc.dirty = false
 }

@@ -116,3 +116,23 @@ func (id Identity) Stop(ctx context.Context, sig syscall.Signal, grace time.Dura
 	defer cancel()
 	return id.Wait(wctx)
 }
+
+// UID is the real uid pid runs as (from /proc/PID/status), or -1 when it
+// cannot be read.
+func UID(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				if n, err := strconv.Atoi(f[0]); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return -1
+}

@@ -11,8 +11,20 @@ import (
 	"github.com/dbfork/dbfork/internal/recipe"
 )
 
-// Open locates the server binaries a recipe needs.
+// Open locates the server binaries a recipe needs, and refuses recipe
+// settings the engine keeps for itself.
 func Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
+	e, err := open(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := engine.CheckSettings(e, r.Settings); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
 	switch r.Engine {
 	case "postgres":
 		return postgres.New(ctx, r.Bindir, r.Version)
