@@ -28,7 +28,37 @@ type Service interface {
 	Keep(id string, peer Peer) (*Lease, error)
 	Leases(peer Peer) []Lease
 	Pools() []PoolInfo
+	// Reset takes a lease's instance back to the golden state in place.
+	Reset(ctx context.Context, id string, peer Peer) (*Lease, error)
+	// CreateDatabase hands out a fresh database inside a lease's server
+	// (Lease.Fresh == FreshDatabase); DropDatabase drops one early.
+	CreateDatabase(ctx context.Context, id string, peer Peer) (*Database, error)
+	DropDatabase(ctx context.Context, id, name string, peer Peer) error
 }
+
+// How a lease gives a test fresh data (Lease.Fresh).
+const (
+	// FreshDatabase: POST /v1/leases/{id}/databases hands out a database
+	// cloned inside the running server (PostgreSQL >= 18 with
+	// file_copy_method=clone on a store that shares extents).
+	FreshDatabase = "database"
+	// FreshReset: POST /v1/leases/{id}/reset puts the whole instance back
+	// to the golden state.
+	FreshReset = "reset"
+)
+
+// Database is a fresh database inside a leased server (POST
+// /v1/leases/{id}/databases).
+type Database struct {
+	Name      string            `json:"name"`
+	DSN       string            `json:"dsn"`
+	SocketDSN string            `json:"socket_dsn"`
+	Env       map[string]string `json:"env"`
+	Ms        float64           `json:"ms"` // time inside the daemon
+}
+
+// EmptyRequest is the body of calls that take no parameters: `{}`.
+type EmptyRequest struct{}
 
 // Peer is who called, as the kernel reports it for unix sockets
 // (SO_PEERCRED). Over TCP it is zero.
@@ -122,6 +152,11 @@ type Lease struct {
 	Pool        string            `json:"pool"`
 	Kept        bool              `json:"kept,omitempty"` // handed over: lives until `dbfork down`
 	InstanceDir string            `json:"instance_dir"`
+	// Fresh is FreshDatabase or FreshReset: the fastest way this lease
+	// gives a test fresh data.
+	Fresh   string  `json:"fresh"`
+	Resets  int     `json:"resets,omitempty"`   // resets so far
+	ResetMs float64 `json:"reset_ms,omitempty"` // the last reset, inside the daemon
 }
 
 // PoolInfo describes one pool (GET /v1/pools).

@@ -94,6 +94,14 @@ type lease struct {
 	expires time.Time     // zero: none
 	entry   *entry
 	owner   int // the caller's uid; -1 over TCP
+	in      *instance.Instance
+
+	// op serialises what changes the instance under a lease (reset,
+	// fresh databases) against its end; life ends with the lease and
+	// cancels whatever such call is running.
+	op     sync.Mutex
+	life   context.Context
+	cancel context.CancelFunc
 }
 
 // New starts a daemon (its lease watcher); Close stops it.
@@ -296,11 +304,12 @@ func lastErr(st pool.Stats) string {
 
 func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, ttl float64, t0 time.Time, peer api.Peer) *api.Lease {
 	st := in.State
-	l := &lease{holder: holder, entry: e, owner: -1}
+	l := &lease{holder: holder, entry: e, owner: -1, in: in}
+	l.life, l.cancel = context.WithCancel(context.Background())
 	if peer.Unix {
 		l.owner = peer.UID
 	}
-	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend,
+	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend, Fresh: api.FreshReset,
 		HolderPID: holder.PID, Leased: time.Now().UTC(), ReadyMs: st.ReadyMs, Pool: e.id, InstanceDir: st.Dir,
 		Env: map[string]string{"DBFORK_INSTANCE": st.ID}}
 	if st.Conn != nil {
@@ -369,7 +378,7 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings, prewarm: r.Pool.Prewarm, hot: r.Pool.Hot}
 	p, err := pool.New(cfg, pool.Factory[*instance.Instance]{
 		Create: func(ctx context.Context) (*instance.Instance, error) {
-			in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings})
+			in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe})
 			if err != nil || !e.prewarm {
 				return in, err
 			}
@@ -460,7 +469,16 @@ func (d *Daemon) Release(id string, peer api.Peer) error {
 		return err
 	}
 	d.o.Log.Info("released", "id", id)
-	if err := l.entry.pool.Release(id); err != nil && !errors.Is(err, pool.ErrClosed) {
+	l.cancel() // a reset or database call under way stops
+	l.op.Lock()
+	defer l.op.Unlock()
+	return d.discard(l)
+}
+
+// discard hands a taken lease's instance back to the pool, which destroys
+// it in the background. The caller holds l.op.
+func (d *Daemon) discard(l *lease) error {
+	if err := l.entry.pool.Release(l.ID); err != nil && !errors.Is(err, pool.ErrClosed) {
 		return err
 	}
 	return nil
@@ -472,6 +490,13 @@ func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
 	l, err := d.take(id, peer)
 	if err != nil {
 		return nil, err
+	}
+	l.op.Lock() // a reset under way finishes first
+	defer l.op.Unlock()
+	l.cancel()
+	if l.in.State.Status != instance.StatusReady {
+		_ = d.discard(l)
+		return nil, fmt.Errorf("keep lease %s: its instance is %s (a reset failed); it is being removed", id, l.in.State.Status)
 	}
 	in, err := l.entry.pool.Forget(id)
 	if err != nil {
@@ -587,8 +612,16 @@ func (d *Daemon) Close(ctx context.Context) error {
 		entries = append(entries, e)
 	}
 	entries = append(entries, d.drained...)
+	leases := d.leases
 	d.leases = map[string]*lease{}
 	d.mu.Unlock()
+	for _, l := range leases {
+		// A reset must not start a server on a clone the pool is
+		// tearing down.
+		l.cancel()
+		l.op.Lock()
+		l.op.Unlock() //nolint:staticcheck // waiting for it is the point
+	}
 	close(d.stop)
 	<-d.done
 	var wg sync.WaitGroup

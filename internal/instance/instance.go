@@ -28,6 +28,7 @@ type Options struct {
 	Database string
 	Owner    string
 	Password string // empty: a random one
+	Recipe   string // absolute path of the recipe, recorded for `dbfork reset`
 }
 
 // Instance is a created instance and the lock that marks it in use.
@@ -70,7 +71,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 		ID: id, Key: g.Key, Engine: eng.Name(), Backend: b.Name(), BackendWhy: why,
 		Status: StatusCreating, Detached: o.Detached, Dir: dir,
 		DataDir: filepath.Join(dir, "data"), Scratch: filepath.Join(dir, "scratch"),
-		Created: time.Now().UTC(),
+		Created: time.Now().UTC(), Recipe: o.Recipe, Settings: o.Settings,
 	}
 	st.PIDFile = eng.PIDFile(st.DataDir)
 	in = &Instance{State: st, lock: lock}
