@@ -154,17 +154,7 @@ func (in *Instance) Destroy(ctx context.Context, s *store.Store) error {
 // Down stops and removes an instance by id. It refuses an instance another
 // live process holds (a running `dbfork run`, or an `up` still starting).
 func Down(ctx context.Context, s *store.Store, id string) error {
-	// gc and other downs hold the lock for a moment while they look at an
-	// instance: wait that out, but not for a process that really uses it.
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	lock, err := lockfile.Acquire(wctx, lockPath(s, id), nil)
-	cancel()
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		err = lockfile.ErrHeld
-	}
-	if errors.Is(err, lockfile.ErrHeld) {
-		return errs.Conflict("instance %s is in use by another dbfork process (a running `dbfork run`, `serve` or `up`); stop that process instead", id)
-	}
+	lock, err := lockInstance(ctx, s, id)
 	if err != nil {
 		return err
 	}
@@ -178,6 +168,22 @@ func Down(ctx context.Context, s *store.Store, id string) error {
 	}
 	_ = os.Remove(lockPath(s, id))
 	return nil
+}
+
+// lockInstance takes an instance's lock for a command acting on it. gc
+// and other commands hold it for a moment while they look at an
+// instance: that is waited out, but not a process that really uses it.
+func lockInstance(ctx context.Context, s *store.Store, id string) (*lockfile.Lock, error) {
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	lock, err := lockfile.Acquire(wctx, lockPath(s, id), nil)
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		err = lockfile.ErrHeld
+	}
+	if errors.Is(err, lockfile.ErrHeld) {
+		return nil, errs.Conflict("instance %s is in use by another dbfork process (a running `dbfork run`, `serve` or `up`); stop that process instead", id)
+	}
+	return lock, err
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

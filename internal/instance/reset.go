@@ -3,6 +3,7 @@ package instance
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -85,4 +86,34 @@ func short(k string) string {
 		return k[:12]
 	}
 	return k
+}
+
+// ResetByID resets an instance no live process holds (one made by `up`,
+// or kept from a lease), taking its lock for the time of the reset. An
+// instance whose reset failed is torn down: the error says so.
+func ResetByID(ctx context.Context, s *store.Store, id string, eng engine.Engine, g *golden.Golden) (*State, error) {
+	lock, err := lockInstance(ctx, s, id)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	st, err := Load(s, id)
+	if err != nil {
+		return nil, err
+	}
+	if st.Status == StatusReady && !st.Alive() {
+		return nil, errs.Conflict("instance %s has no running server (see `dbfork ls`); remove it with `dbfork down %s`", id, id)
+	}
+	in := &Instance{State: st, lock: lock}
+	if err := in.Reset(ctx, s, eng, g); err != nil {
+		if st.Status == StatusReady {
+			return nil, err // refused before anything changed
+		}
+		if terr := teardown(context.Background(), st); terr != nil {
+			return nil, fmt.Errorf("%w (removing the instance also failed: %v; run `dbfork gc`)", err, terr)
+		}
+		_ = os.Remove(lockPath(s, id))
+		return nil, fmt.Errorf("%w; instance %s was removed", err, id)
+	}
+	return st, nil
 }
