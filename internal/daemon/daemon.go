@@ -64,6 +64,7 @@ type Daemon struct {
 	engines map[string]engine.Engine
 	pools   map[string]*entry
 	leases  map[string]*lease
+	spares  map[string]*spares // by instance id, from warming until destroyed
 	drained []*entry // retired pools taken out of pools, closing
 	closed  bool
 
@@ -86,6 +87,9 @@ type entry struct {
 	// pool.New has returned.
 	live    atomic.Pointer[pool.Pool[*instance.Instance]]
 	retired bool
+
+	dbOnce   sync.Once // whether the store shares extents, probed once
+	dbShares bool
 }
 
 type lease struct {
@@ -95,6 +99,7 @@ type lease struct {
 	entry   *entry
 	owner   int // the caller's uid; -1 over TCP
 	in      *instance.Instance
+	spares  *spares // fresh databases (Fresh == FreshDatabase)
 
 	// op serialises what changes the instance under a lease (reset,
 	// fresh databases) against its end; life ends with the lease and
@@ -117,7 +122,7 @@ func New(o Options) *Daemon {
 	}
 	d := &Daemon{o: o, started: time.Now().UTC(), engines: map[string]engine.Engine{},
 		hc: golden.OpenHashCache(filepath.Join(o.Store.CacheDir(), "hashes.json")), goldens: map[string]*golden.Golden{},
-		pools: map[string]*entry{}, leases: map[string]*lease{},
+		pools: map[string]*entry{}, leases: map[string]*lease{}, spares: map[string]*spares{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go d.watch()
 	return d
@@ -317,15 +322,7 @@ func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, tt
 		for k, v := range st.Conn.Env {
 			l.Env[k] = v
 		}
-		// The instance's socket dir belongs to the server user (mode
-		// 0700): a caller who is neither root nor that user connects over
-		// 127.0.0.1 with the instance password instead.
-		if !(peer.Unix && (peer.UID == 0 || peer.UID == d.o.Store.User.UID)) {
-			if _, ok := l.Env["PGHOST"]; ok {
-				l.Env["PGHOST"] = "127.0.0.1"
-			}
-			delete(l.Env, "MYSQL_UNIX_PORT")
-		}
+		l.Env = d.clientEnv(l.Env, peer)
 	}
 	if ttl > 0 {
 		l.expires = time.Now().Add(time.Duration(ttl * float64(time.Second)))
@@ -335,6 +332,11 @@ func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, tt
 	l.AcquireMs = msSince(t0)
 	d.mu.Lock()
 	d.leases[st.ID] = l
+	if sp := d.spares[st.ID]; sp != nil {
+		l.spares, l.Fresh = sp, api.FreshDatabase
+		go d.refill(l, e.eng.(engine.DatabaseCloner))
+		sp.poke()
+	}
 	d.mu.Unlock()
 	d.o.Log.Info("leased", "id", st.ID, "pool", e.id, "holder", holder.PID, "ms", l.AcquireMs)
 	out := l.Lease
@@ -379,8 +381,12 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 	p, err := pool.New(cfg, pool.Factory[*instance.Instance]{
 		Create: func(ctx context.Context) (*instance.Instance, error) {
 			in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe})
-			if err != nil || !e.prewarm {
+			if err != nil {
 				return in, err
+			}
+			if !e.prewarm {
+				d.prepareFresh(ctx, e, in)
+				return in, nil
 			}
 			// Read the clone once while it waits in the pool: a fresh
 			// reflink/snapshot clone starts with a cold page cache.
@@ -401,6 +407,7 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 				return nil, fmt.Errorf("prewarm instance %s: %w", in.State.ID, err)
 			}
 			d.o.Log.Debug("prewarmed", "id", in.State.ID, "bytes", pw.Bytes, "ms", pw.Ms, "copied_up", pw.CopiedUp, "cut_short", pw.Cut)
+			d.prepareFresh(ctx, e, in)
 			return in, nil
 		},
 		Destroy: func(ctx context.Context, in *instance.Instance) error {
@@ -412,6 +419,9 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 				// parallel, so others may be half-way through.
 				faults.At("serve:stopping")
 			}
+			d.mu.Lock()
+			delete(d.spares, in.State.ID)
+			d.mu.Unlock()
 			return in.Destroy(ctx, d.o.Store)
 		},
 		ID: func(in *instance.Instance) string { return in.State.ID },
@@ -658,6 +668,24 @@ func short(k string) string {
 		return k[:12]
 	}
 	return k
+}
+
+// clientEnv adjusts a connection environment for the caller: the
+// instance's socket dir belongs to the server user (mode 0700), so a
+// caller who is neither root nor that user connects over 127.0.0.1 with
+// the instance password instead.
+func (d *Daemon) clientEnv(env map[string]string, peer api.Peer) map[string]string {
+	out := make(map[string]string, len(env)+1)
+	for k, v := range env {
+		out[k] = v
+	}
+	if !(peer.Unix && (peer.UID == 0 || peer.UID == d.o.Store.User.UID)) {
+		if _, ok := out["PGHOST"]; ok {
+			out["PGHOST"] = "127.0.0.1"
+		}
+		delete(out, "MYSQL_UNIX_PORT")
+	}
+	return out
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 )
 
@@ -67,7 +68,16 @@ func (d *Daemon) reset(l *lease) error {
 		return errs.NotFound("no lease %s (released while the reset waited)", l.ID)
 	}
 	t0 := time.Now()
-	err := l.in.Reset(l.life, d.o.Store, l.entry.eng, l.entry.golden)
+	err := d.resetDatabase(l)
+	if err != nil {
+		if l.life.Err() == nil && l.spares != nil {
+			d.o.Log.Warn("resetting the database in place failed; resetting the instance", "id", l.ID, "err", err)
+		}
+		err = l.in.Reset(l.life, d.o.Store, l.entry.eng, l.entry.golden)
+		if err == nil && l.spares != nil {
+			err = d.remakeSpares(l)
+		}
+	}
 	if err != nil {
 		if l.life.Err() != nil {
 			// Released (or the daemon closes) meanwhile: whoever ended
@@ -90,26 +100,33 @@ func (d *Daemon) reset(l *lease) error {
 	return nil
 }
 
-// CreateDatabase implements api.Service.
-func (d *Daemon) CreateDatabase(ctx context.Context, id string, peer api.Peer) (*api.Database, error) {
-	l, err := d.find(id, peer)
-	if err != nil {
-		return nil, err
-	}
-	if l.Fresh != api.FreshDatabase {
-		return nil, errs.Unsupported("lease %s cannot hand out fresh databases (its \"fresh\" is %q: it needs PostgreSQL 18 or later on a store that shares extents); reset it instead (POST /v1/leases/%s/reset)", id, l.Fresh, id)
-	}
-	return nil, errs.Unsupported("fresh databases are not built yet")
-}
 
-// DropDatabase implements api.Service.
-func (d *Daemon) DropDatabase(ctx context.Context, id, name string, peer api.Peer) error {
-	l, err := d.find(id, peer)
-	if err != nil {
+// resetDatabase is the fast reset of a lease that has fresh databases: its
+// own database is dropped (breaking its connections) and cloned again
+// from the idle template, inside the running server.
+func (d *Daemon) resetDatabase(l *lease) error {
+	dc, ok := l.entry.eng.(engine.DatabaseCloner)
+	if l.spares == nil || !ok {
+		return errs.Unsupported("no template database")
+	}
+	srv := l.in.State.Server
+	if err := dc.DropDatabase(l.life, srv, srv.Database); err != nil {
 		return err
 	}
-	if l.Fresh != api.FreshDatabase {
-		return errs.Unsupported("lease %s has no fresh databases (its \"fresh\" is %q)", id, l.Fresh)
+	return dc.CloneDatabase(l.life, srv, templateDB, srv.Database)
+}
+
+// remakeSpares gives a lease whose instance was reset whole (its template
+// and spares went with the old clone) a new template and spares.
+func (d *Daemon) remakeSpares(l *lease) error {
+	dc := l.entry.eng.(engine.DatabaseCloner)
+	sp := l.spares
+	sp.mu.Lock()
+	sp.ready, sp.handed = nil, map[string]bool{}
+	sp.mu.Unlock()
+	if err := dc.MakeTemplate(l.life, l.in.State.Server, templateDB); err != nil {
+		return err
 	}
-	return errs.NotFound("lease %s has no database %q", id, name)
+	sp.poke()
+	return nil
 }
