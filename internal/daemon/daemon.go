@@ -65,7 +65,7 @@ type Daemon struct {
 	pools   map[string]*entry
 	leases  map[string]*lease
 	spares  map[string]*spares // by instance id, from warming until destroyed
-	drained []*entry // retired pools taken out of pools, closing
+	drained []*entry           // retired pools taken out of pools, closing
 	closed  bool
 
 	stop chan struct{}

@@ -100,7 +100,6 @@ func (d *Daemon) reset(l *lease) error {
 	return nil
 }
 
-
 // resetDatabase is the fast reset of a lease that has fresh databases: its
 // own database is dropped (breaking its connections) and cloned again
 // from the idle template, inside the running server.
