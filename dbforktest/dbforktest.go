@@ -181,9 +181,5 @@ func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string)
 			t.Errorf("dbforktest: remove instance %s: %v", st.ID, err)
 		}
 	})
-	env := map[string]string{"DBFORK_INSTANCE": st.ID}
-	for k, v := range st.Conn.Env {
-		env[k] = v
-	}
-	return &Instance{ID: st.ID, DSN: st.Conn.URL, Env: env}
+	return &Instance{ID: st.ID, DSN: st.Conn.URL, Env: st.ClientEnv()}
 }

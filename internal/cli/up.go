@@ -98,11 +98,7 @@ func obtain(ctx context.Context, g *globals, f upFlags) (*leased, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := map[string]string{"DBFORK_INSTANCE": in.State.ID}
-	for k, v := range in.State.Conn.Env {
-		env[k] = v
-	}
-	return &leased{s: s, id: in.State.ID, env: env, local: in}, nil
+	return &leased{s: s, id: in.State.ID, env: in.State.ClientEnv(), local: in}, nil
 }
 
 // done stops and removes the instance (the daemon does it in the

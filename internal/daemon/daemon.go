@@ -316,12 +316,9 @@ func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, tt
 	}
 	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend, Fresh: api.FreshReset,
 		HolderPID: holder.PID, Leased: time.Now().UTC(), ReadyMs: st.ReadyMs, Pool: e.id, InstanceDir: st.Dir,
-		Env: map[string]string{"DBFORK_INSTANCE": st.ID}}
+		Env: st.ClientEnv()}
 	if st.Conn != nil {
 		l.DSN, l.SocketDSN = st.Conn.URL, st.Conn.SocketURL
-		for k, v := range st.Conn.Env {
-			l.Env[k] = v
-		}
 		l.Env = d.clientEnv(l.Env, peer)
 	}
 	if ttl > 0 {
@@ -680,10 +677,7 @@ func (d *Daemon) clientEnv(env map[string]string, peer api.Peer) map[string]stri
 		out[k] = v
 	}
 	if !(peer.Unix && (peer.UID == 0 || peer.UID == d.o.Store.User.UID)) {
-		if _, ok := out["PGHOST"]; ok {
-			out["PGHOST"] = "127.0.0.1"
-		}
-		delete(out, "MYSQL_UNIX_PORT")
+		engine.TCPOnly(out)
 	}
 	return out
 }

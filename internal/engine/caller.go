@@ -78,15 +78,11 @@ func SudoCaller() *Caller {
 // server user).
 func callerEnv(env []string, c *Caller) []string {
 	out := env[:0:0]
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
+	for _, kv := range tcpOnlyKV(env) {
+		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "HOME", "USER", "LOGNAME", "MYSQL_UNIX_PORT", "SUDO_UID", "SUDO_GID", "SUDO_USER", "SUDO_COMMAND", "XDG_RUNTIME_DIR":
+		case "HOME", "USER", "LOGNAME", "SUDO_UID", "SUDO_GID", "SUDO_USER", "SUDO_COMMAND", "XDG_RUNTIME_DIR":
 			continue
-		case "PGHOST":
-			if len(v) > 0 && v[0] == '/' {
-				kv = "PGHOST=127.0.0.1"
-			}
 		}
 		out = append(out, kv)
 	}

@@ -19,9 +19,6 @@ import (
 // DefaultFile is the recipe file name looked up when -f is not given.
 const DefaultFile = "dbfork.toml"
 
-// Engines dbfork knows how to run.
-var Engines = []string{"postgres", "mariadb", "mysql"}
-
 // Recipe is a parsed, validated dbfork.toml with every input file resolved.
 type Recipe struct {
 	Path    string // absolute path of the recipe file
