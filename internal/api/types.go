@@ -55,6 +55,8 @@ type Database struct {
 	SocketDSN string            `json:"socket_dsn"`
 	Env       map[string]string `json:"env"`
 	Ms        float64           `json:"ms"` // time inside the daemon
+	// OnDemand: none was cloned ahead, the caller waited for this one.
+	OnDemand bool `json:"cloned_on_demand,omitempty"`
 }
 
 // EmptyRequest is the body of calls that take no parameters: `{}`.
@@ -157,6 +159,8 @@ type Lease struct {
 	Fresh   string  `json:"fresh"`
 	Resets  int     `json:"resets,omitempty"`   // resets so far
 	ResetMs float64 `json:"reset_ms,omitempty"` // the last reset, inside the daemon
+	// ResetSteps is where the last reset's time went (ms per step).
+	ResetSteps map[string]float64 `json:"reset_steps_ms,omitempty"`
 }
 
 // PoolInfo describes one pool (GET /v1/pools).

@@ -68,12 +68,13 @@ func (d *Daemon) reset(l *lease) error {
 		return errs.NotFound("no lease %s (released while the reset waited)", l.ID)
 	}
 	t0 := time.Now()
-	err := d.resetDatabase(l)
+	steps, err := d.resetDatabase(l)
 	if err != nil {
 		if l.life.Err() == nil && l.spares != nil {
 			d.o.Log.Warn("resetting the database in place failed; resetting the instance", "id", l.ID, "err", err)
 		}
 		err = l.in.Reset(l.life, d.o.Store, l.entry.eng, l.entry.golden)
+		steps = l.in.State.ResetSteps
 		if err == nil && l.spares != nil {
 			err = d.remakeSpares(l)
 		}
@@ -95,6 +96,7 @@ func (d *Daemon) reset(l *lease) error {
 	d.mu.Lock()
 	l.Lease.Resets = l.in.State.Resets
 	l.Lease.ResetMs = msSince(t0)
+	l.Lease.ResetSteps = steps
 	d.mu.Unlock()
 	d.o.Log.Info("reset", "id", l.ID, "ms", l.Lease.ResetMs)
 	return nil
@@ -103,16 +105,21 @@ func (d *Daemon) reset(l *lease) error {
 // resetDatabase is the fast reset of a lease that has fresh databases: its
 // own database is dropped (breaking its connections) and cloned again
 // from the idle template, inside the running server.
-func (d *Daemon) resetDatabase(l *lease) error {
+func (d *Daemon) resetDatabase(l *lease) (map[string]float64, error) {
 	dc, ok := l.entry.eng.(engine.DatabaseCloner)
 	if l.spares == nil || !ok {
-		return errs.Unsupported("no template database")
+		return nil, errs.Unsupported("no template database")
 	}
 	srv := l.in.State.Server
+	t0 := time.Now()
 	if err := dc.DropDatabase(l.life, srv, srv.Database); err != nil {
-		return err
+		return nil, err
 	}
-	return dc.CloneDatabase(l.life, srv, templateDB, srv.Database)
+	t1 := time.Now()
+	if err := dc.CloneDatabase(l.life, srv, templateDB, srv.Database); err != nil {
+		return nil, err
+	}
+	return map[string]float64{"drop": msSince(t0) - msSince(t1), "clone database": msSince(t1)}, nil
 }
 
 // remakeSpares gives a lease whose instance was reset whole (its template

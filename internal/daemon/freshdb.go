@@ -150,7 +150,8 @@ func (d *Daemon) CreateDatabase(ctx context.Context, id string, peer api.Peer) (
 		name, sp.ready = sp.ready[0], sp.ready[1:]
 	}
 	sp.mu.Unlock()
-	if name == "" { // taken faster than cloned: clone one now
+	onDemand := name == ""
+	if onDemand { // taken faster than cloned: clone one now
 		name = newDBName()
 		if err := dc.CloneDatabase(ctx, l.in.State.Server, templateDB, name); err != nil {
 			if l.life.Err() != nil {
@@ -164,7 +165,7 @@ func (d *Daemon) CreateDatabase(ctx context.Context, id string, peer api.Peer) (
 	sp.mu.Unlock()
 	sp.poke()
 	conn := dc.ConnTo(l.in.State.Server, name)
-	db := &api.Database{Name: name, DSN: conn.URL, SocketDSN: conn.SocketURL, Env: d.clientEnv(conn.Env, peer)}
+	db := &api.Database{Name: name, DSN: conn.URL, SocketDSN: conn.SocketURL, Env: d.clientEnv(conn.Env, peer), OnDemand: onDemand}
 	db.Env["DBFORK_INSTANCE"] = id
 	db.Ms = msSince(t0)
 	return db, nil

@@ -40,6 +40,11 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 		return err
 	}
 	t0 := time.Now()
+	steps := map[string]float64{}
+	lap := func(name string, since time.Time) time.Time {
+		steps[name] = ms(time.Since(since))
+		return time.Now()
+	}
 	old := *st.Server
 	st.Status = StatusResetting
 	if err := st.save(); err != nil {
@@ -52,6 +57,7 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	if err := st.save(); err != nil {
 		return err
 	}
+	t := lap("stop", t0)
 	faults.At("reset:stopped")
 	if err := b.Remove(ctx, st.DataDir, st.Scratch); err != nil {
 		return fmt.Errorf("remove clone of %s: %w", st.ID, err)
@@ -59,9 +65,11 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	if err := backend.RemoveDataDir(st.DataDir); err != nil {
 		return err
 	}
+	t = lap("remove", t)
 	if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
 		return fmt.Errorf("clone golden %s with %s: %w", short(g.Key), b.Name(), err)
 	}
+	t = lap("clone", t)
 	faults.At("reset:cloned")
 	srv, err := eng.Start(ctx, engine.StartSpec{
 		DataDir: st.DataDir, SocketDir: old.SocketDir, LogFile: filepath.Join(st.Dir, "server.log"), RunDir: st.Dir,
@@ -75,7 +83,9 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	if err != nil {
 		return fmt.Errorf("start server after reset: %w", err)
 	}
+	lap("start", t)
 	st.Status = StatusReady
+	st.ResetSteps = steps
 	st.Resets++
 	st.ResetMs = ms(time.Since(t0))
 	return st.save()

@@ -57,6 +57,8 @@ type State struct {
 	Settings map[string]string `json:"settings,omitempty"`
 	Resets   int               `json:"resets,omitempty"`
 	ResetMs  float64           `json:"reset_ms,omitempty"` // the last reset
+	// ResetSteps: where the last reset's time went (ms per step).
+	ResetSteps map[string]float64 `json:"reset_steps_ms,omitempty"`
 }
 
 func newID() string {
