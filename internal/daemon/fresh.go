@@ -116,7 +116,7 @@ func (d *Daemon) resetDatabase(l *lease) (map[string]float64, error) {
 		return nil, err
 	}
 	t1 := time.Now()
-	if err := dc.CloneDatabase(l.life, srv, templateDB, srv.Database); err != nil {
+	if err := dc.CloneDatabases(l.life, srv, templateDB, []string{srv.Database}, nil); err != nil {
 		return nil, err
 	}
 	return map[string]float64{"drop": msSince(t0) - msSince(t1), "clone database": msSince(t1)}, nil

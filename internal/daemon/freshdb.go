@@ -22,7 +22,7 @@ import (
 // background, so a test never waits for one.
 const (
 	templateDB = "dbfork_template"
-	spareDBs   = 2
+	spareDBs   = 4
 )
 
 // spares are the fresh databases of one instance.
@@ -42,6 +42,14 @@ func (sp *spares) poke() {
 	case sp.wake <- struct{}{}:
 	default:
 	}
+}
+
+func newDBNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = newDBName()
+	}
+	return out
 }
 
 func newDBName() string {
@@ -82,11 +90,8 @@ func (d *Daemon) prepareFresh(ctx context.Context, e *entry, in *instance.Instan
 	srv := in.State.Server
 	sp := newSpares()
 	err := dc.MakeTemplate(ctx, srv, templateDB)
-	for i := 0; err == nil && i < spareDBs; i++ {
-		name := newDBName()
-		if err = dc.CloneDatabase(ctx, srv, templateDB, name); err == nil {
-			sp.ready = append(sp.ready, name)
-		}
+	if err == nil {
+		err = dc.CloneDatabases(ctx, srv, templateDB, newDBNames(spareDBs), func(name string) { sp.ready = append(sp.ready, name) })
 	}
 	if err != nil {
 		d.o.Log.Warn("fresh databases unavailable for this instance; it resets instead", "id", in.State.ID, "err", err)
@@ -107,27 +112,24 @@ func (d *Daemon) refill(l *lease, dc engine.DatabaseCloner) {
 			return
 		case <-sp.wake:
 		}
-		for {
-			sp.mu.Lock()
-			n := len(sp.ready)
-			sp.mu.Unlock()
-			if n >= spareDBs || l.life.Err() != nil {
-				break
-			}
-			name := newDBName()
-			if err := dc.CloneDatabase(l.life, l.in.State.Server, templateDB, name); err != nil {
-				if l.life.Err() == nil {
-					d.o.Log.Warn("cloning a spare database failed", "id", l.ID, "err", err)
-					select {
-					case <-l.life.Done():
-					case <-time.After(backoff):
-					}
-				}
-				break
-			}
+		sp.mu.Lock()
+		n := spareDBs - len(sp.ready)
+		sp.mu.Unlock()
+		if n <= 0 {
+			continue
+		}
+		made := func(name string) {
 			sp.mu.Lock()
 			sp.ready = append(sp.ready, name)
 			sp.mu.Unlock()
+		}
+		if err := dc.CloneDatabases(l.life, l.in.State.Server, templateDB, newDBNames(n), made); err != nil && l.life.Err() == nil {
+			d.o.Log.Warn("cloning spare databases failed", "id", l.ID, "err", err)
+			select {
+			case <-l.life.Done():
+			case <-time.After(backoff):
+			}
+			sp.poke()
 		}
 	}
 }
@@ -153,7 +155,7 @@ func (d *Daemon) CreateDatabase(ctx context.Context, id string, peer api.Peer) (
 	onDemand := name == ""
 	if onDemand { // taken faster than cloned: clone one now
 		name = newDBName()
-		if err := dc.CloneDatabase(ctx, l.in.State.Server, templateDB, name); err != nil {
+		if err := dc.CloneDatabases(ctx, l.in.State.Server, templateDB, []string{name}, nil); err != nil {
 			if l.life.Err() != nil {
 				return nil, errs.NotFound("lease %s ended", id)
 			}

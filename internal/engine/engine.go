@@ -245,8 +245,9 @@ type DatabaseCloner interface {
 	// to connections, so it stays idle: a template in use cannot be
 	// copied.
 	MakeTemplate(ctx context.Context, srv *Server, name string) error
-	// CloneDatabase creates database name from template.
-	CloneDatabase(ctx context.Context, srv *Server, template, name string) error
+	// CloneDatabases creates each of names from template, over one
+	// connection, calling made after each.
+	CloneDatabases(ctx context.Context, srv *Server, template string, names []string, made func(name string)) error
 	// DropDatabase drops name, breaking its connections.
 	DropDatabase(ctx context.Context, srv *Server, name string) error
 	// ConnTo says how clients reach database name on srv.

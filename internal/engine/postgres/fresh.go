@@ -49,20 +49,43 @@ func createFrom(template, name string) string {
 	return fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s STRATEGY FILE_COPY", ident(name), ident(template))
 }
 
-// MakeTemplate implements engine.DatabaseCloner.
+// MakeTemplate implements engine.DatabaseCloner. One connection to the
+// copy, before it is closed to connections, writes its relation cache
+// init file (pg_internal.init), which every clone then inherits: a
+// client's first connection to a fresh database does not rebuild it.
 func (p *Postgres) MakeTemplate(ctx context.Context, srv *engine.Server, name string) error {
-	err := admin(ctx, srv, createFrom(srv.Database, name),
-		fmt.Sprintf("ALTER DATABASE %s WITH ALLOW_CONNECTIONS false IS_TEMPLATE true", ident(name)))
+	if err := admin(ctx, srv, createFrom(srv.Database, name)); err != nil {
+		return fmt.Errorf("make template database %s: %w", name, err)
+	}
+	c, err := connect(ctx, srv, name)
+	if err != nil {
+		return fmt.Errorf("make template database %s: %w", name, err)
+	}
+	_, err = c.Exec(ctx, "SELECT 1")
+	c.Close(context.Background())
+	if err == nil {
+		err = admin(ctx, srv, fmt.Sprintf("ALTER DATABASE %s WITH ALLOW_CONNECTIONS false IS_TEMPLATE true", ident(name)))
+	}
 	if err != nil {
 		return fmt.Errorf("make template database %s: %w", name, err)
 	}
 	return nil
 }
 
-// CloneDatabase implements engine.DatabaseCloner.
-func (p *Postgres) CloneDatabase(ctx context.Context, srv *engine.Server, template, name string) error {
-	if err := admin(ctx, srv, createFrom(template, name)); err != nil {
-		return fmt.Errorf("create database %s: %w", name, err)
+// CloneDatabases implements engine.DatabaseCloner.
+func (p *Postgres) CloneDatabases(ctx context.Context, srv *engine.Server, template string, names []string, made func(string)) error {
+	c, err := connect(ctx, srv, "template1")
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	for _, name := range names {
+		if _, err := c.Exec(ctx, createFrom(template, name)); err != nil {
+			return fmt.Errorf("create database %s: %w", name, err)
+		}
+		if made != nil {
+			made(name)
+		}
 	}
 	return nil
 }
