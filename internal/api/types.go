@@ -8,7 +8,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/dbfork/dbfork/internal/pool"
+	"github.com/dbfork/dbfork/internal/errs"
 )
 
 // SocketName is the API socket's name inside the store.
@@ -22,11 +22,45 @@ type Service interface {
 	Health() Health
 	EnsureGolden(ctx context.Context, req GoldenRequest) (*Golden, error)
 	Acquire(ctx context.Context, req AcquireRequest, peer Peer) (*Lease, error)
-	Release(id string) error
-	Keep(id string) (*Lease, error)
-	Leases() []Lease
+	// A caller sees and ends only its own leases, unless it is root or
+	// holds the TCP token (Peer.All).
+	Release(id string, peer Peer) error
+	Keep(id string, peer Peer) (*Lease, error)
+	Leases(peer Peer) []Lease
 	Pools() []PoolInfo
+	// Reset takes a lease's instance back to the golden state in place.
+	Reset(ctx context.Context, id string, peer Peer) (*Lease, error)
+	// CreateDatabase hands out a fresh database inside a lease's server
+	// (Lease.Fresh == FreshDatabase); DropDatabase drops one early.
+	CreateDatabase(ctx context.Context, id string, peer Peer) (*Database, error)
+	DropDatabase(ctx context.Context, id, name string, peer Peer) error
 }
+
+// How a lease gives a test fresh data (Lease.Fresh).
+const (
+	// FreshDatabase: POST /v1/leases/{id}/databases hands out a database
+	// cloned inside the running server (PostgreSQL >= 18 with
+	// file_copy_method=clone on a store that shares extents).
+	FreshDatabase = "database"
+	// FreshReset: POST /v1/leases/{id}/reset puts the whole instance back
+	// to the golden state.
+	FreshReset = "reset"
+)
+
+// Database is a fresh database inside a leased server (POST
+// /v1/leases/{id}/databases).
+type Database struct {
+	Name      string            `json:"name"`
+	DSN       string            `json:"dsn"`
+	SocketDSN string            `json:"socket_dsn"`
+	Env       map[string]string `json:"env"`
+	Ms        float64           `json:"ms"` // time inside the daemon
+	// OnDemand: none was cloned ahead, the caller waited for this one.
+	OnDemand bool `json:"cloned_on_demand,omitempty"`
+}
+
+// EmptyRequest is the body of calls that take no parameters: `{}`.
+type EmptyRequest struct{}
 
 // Peer is who called, as the kernel reports it for unix sockets
 // (SO_PEERCRED). Over TCP it is zero.
@@ -36,6 +70,14 @@ type Peer struct {
 	UID  int
 	GID  int
 }
+
+// All says whether the caller may see and end every lease: root on the
+// unix socket, or a TCP caller (who showed the token only root can read).
+func (p Peer) All() bool { return !p.Unix || p.UID == 0 }
+
+// Owns says whether the caller may see and end a lease acquired by owner
+// (a uid; -1 for leases acquired over TCP).
+func (p Peer) Owns(owner int) bool { return p.All() || p.UID == owner }
 
 // Health answers GET /v1/health.
 type Health struct {
@@ -77,6 +119,24 @@ type AcquireRequest struct {
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`
 }
 
+// Longest wait and TTL a request may ask for.
+const (
+	MaxWaitSeconds = 3600
+	MaxTTLSeconds  = 7 * 24 * 3600
+)
+
+// Check refuses numbers that are negative or beyond the caps (a TTL of
+// 1e10 s would overflow a time.Duration into the past).
+func (r AcquireRequest) Check() error {
+	if r.TTLSeconds < 0 || r.WaitSeconds < 0 || r.PID < 0 {
+		return errs.Invalid("ttl_seconds, wait_seconds and pid must not be negative")
+	}
+	if r.WaitSeconds > MaxWaitSeconds || r.TTLSeconds > MaxTTLSeconds {
+		return errs.Invalid("wait_seconds is at most %d and ttl_seconds at most %d", MaxWaitSeconds, MaxTTLSeconds)
+	}
+	return nil
+}
+
 // Lease is a handed-out instance.
 type Lease struct {
 	ID          string            `json:"id"` // the instance id (dbfork ls, dbfork down)
@@ -94,6 +154,13 @@ type Lease struct {
 	Pool        string            `json:"pool"`
 	Kept        bool              `json:"kept,omitempty"` // handed over: lives until `dbfork down`
 	InstanceDir string            `json:"instance_dir"`
+	// Fresh is FreshDatabase or FreshReset: the fastest way this lease
+	// gives a test fresh data.
+	Fresh   string  `json:"fresh"`
+	Resets  int     `json:"resets,omitempty"`   // resets so far
+	ResetMs float64 `json:"reset_ms,omitempty"` // the last reset, inside the daemon
+	// ResetSteps is where the last reset's time went (ms per step).
+	ResetSteps map[string]float64 `json:"reset_steps_ms,omitempty"`
 }
 
 // PoolInfo describes one pool (GET /v1/pools).
@@ -104,7 +171,21 @@ type PoolInfo struct {
 	Engine  string `json:"engine"`
 	Backend string `json:"backend"`
 	Retired bool   `json:"retired,omitempty"` // its recipe now builds another golden; it drains
-	pool.Stats
+	PoolStats
+}
+
+// PoolStats are a pool's counts (the API's own copy of the daemon's pool
+// state, so the wire format does not follow internal types).
+type PoolStats struct {
+	Min        int    `json:"min"`
+	Max        int    `json:"max"`
+	Warming    int    `json:"warming"`
+	Ready      int    `json:"ready"`
+	Leased     int    `json:"leased"`
+	Discarding int    `json:"discarding"`
+	Waiting    int    `json:"waiting"`
+	LastError  string `json:"last_error,omitempty"`
+	Closed     bool   `json:"closed,omitempty"`
 }
 
 // ErrorBody is every error response.

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/backend"
-	"github.com/dbfork/dbfork/internal/engine/mysql"
-	"github.com/dbfork/dbfork/internal/engine/postgres"
+	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/store"
 )
@@ -30,6 +28,7 @@ type doctorReport struct {
 		Why     string `json:"why"`
 	} `json:"auto"`
 	Engines []engineReport    `json:"engines"`
+	Cache   engineCacheReport `json:"engine_cache"`
 	Tools   map[string]string `json:"tools"`
 	Advice  []string          `json:"advice"`
 }
@@ -67,6 +66,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 				rep.Auto.Backend, rep.Auto.Why = b.Name(), why
 			}
 			rep.Engines = probeEngines(ctx)
+			rep.Cache = cacheReport(g.fetchOptions(s))
 			rep.Tools = map[string]string{}
 			for _, t := range []string{"mkfs.xfs", "mkfs.btrfs", "mount"} {
 				if p, err := exec.LookPath(t); err == nil {
@@ -139,6 +139,7 @@ func printDoctor(g *globals, rep doctorReport) {
 			fmt.Fprintf(w, "  no    %-8s %s\n", e.Engine, e.Error)
 		}
 	}
+	printCacheReport(w, rep.Cache)
 	if len(rep.Advice) > 0 {
 		fmt.Fprintln(w, "\nto do")
 		for _, a := range rep.Advice {
@@ -149,20 +150,13 @@ func printDoctor(g *globals, rep doctorReport) {
 
 func probeEngines(ctx context.Context) []engineReport {
 	var out []engineReport
-	er := engineReport{Engine: "postgres"}
-	if pg, err := postgres.New(ctx, "", ""); err != nil {
-		er.Error = err.Error()
-	} else {
-		er.OK, er.Bindir = true, pg.Bindir
-		er.Version, _ = pg.Version(ctx)
-	}
-	out = append(out, er)
-	for _, f := range []mysql.Flavor{mysql.MariaDB, mysql.MySQL} {
-		er := engineReport{Engine: string(f)}
-		if e, err := mysql.New(ctx, f, "", ""); err != nil {
+	for _, name := range engines.Names() {
+		e, _ := engines.Lookup(name)
+		er := engineReport{Engine: name}
+		if bindir, version, err := e.Installed(ctx); err != nil {
 			er.Error = err.Error()
 		} else {
-			er.OK, er.Bindir, er.Version = true, filepath.Dir(e.Bin.Server), e.Bin.Info.Line
+			er.OK, er.Bindir, er.Version = true, bindir, version
 		}
 		out = append(out, er)
 	}

@@ -46,6 +46,8 @@ type Options struct {
 	Log   *slog.Logger
 	// OpenEngine locates a recipe's server binaries.
 	OpenEngine func(ctx context.Context, r *recipe.Recipe) (engine.Engine, error)
+	// Remote serves recipes' [cache] (pull instead of build); nil: none.
+	Remote golden.Remote
 	// Backoff after a failed instance start (default 1 s, doubling).
 	Backoff time.Duration
 	// Watch is how often lease holders and TTLs are checked (default 100 ms).
@@ -64,7 +66,8 @@ type Daemon struct {
 	engines map[string]engine.Engine
 	pools   map[string]*entry
 	leases  map[string]*lease
-	drained []*entry // retired pools taken out of pools, closing
+	spares  map[string]*spares // by instance id, from warming until destroyed
+	drained []*entry           // retired pools taken out of pools, closing
 	closed  bool
 
 	stop chan struct{}
@@ -86,6 +89,9 @@ type entry struct {
 	// pool.New has returned.
 	live    atomic.Pointer[pool.Pool[*instance.Instance]]
 	retired bool
+
+	dbOnce   sync.Once // whether the store shares extents, probed once
+	dbShares bool
 }
 
 type lease struct {
@@ -93,6 +99,16 @@ type lease struct {
 	holder  proc.Identity // zero: none (TTL only)
 	expires time.Time     // zero: none
 	entry   *entry
+	owner   int // the caller's uid; -1 over TCP
+	in      *instance.Instance
+	spares  *spares // fresh databases (Fresh == FreshDatabase)
+
+	// op serialises what changes the instance under a lease (reset,
+	// fresh databases) against its end; life ends with the lease and
+	// cancels whatever such call is running.
+	op     sync.Mutex
+	life   context.Context
+	cancel context.CancelFunc
 }
 
 // New starts a daemon (its lease watcher); Close stops it.
@@ -108,7 +124,7 @@ func New(o Options) *Daemon {
 	}
 	d := &Daemon{o: o, started: time.Now().UTC(), engines: map[string]engine.Engine{},
 		hc: golden.OpenHashCache(filepath.Join(o.Store.CacheDir(), "hashes.json")), goldens: map[string]*golden.Golden{},
-		pools: map[string]*entry{}, leases: map[string]*lease{},
+		pools: map[string]*entry{}, leases: map[string]*lease{}, spares: map[string]*spares{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go d.watch()
 	return d
@@ -124,14 +140,35 @@ func (d *Daemon) Health() api.Health {
 
 // loadRecipe reads the recipe a request names. Paths must be absolute: the
 // daemon's working directory means nothing to the caller.
-func loadRecipe(path string) (*recipe.Recipe, error) {
+// loadRecipe reads a recipe with the rights of whoever asked (ctx's
+// caller), and checks they may read every input: the daemon is root, the
+// caller may not be.
+func loadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
 	if path == "" {
 		return nil, errs.Invalid("request needs \"recipe\": the absolute path of a dbfork.toml")
 	}
 	if !filepath.IsAbs(path) {
 		return nil, errs.Invalid("recipe path %q is relative: send an absolute path", path)
 	}
-	return recipe.Load(path)
+	if engine.CallerOf(ctx) == nil {
+		return recipe.Load(path)
+	}
+	data, err := engine.ReadAsCaller(ctx, path)
+	if err != nil {
+		return nil, errs.NotFound("recipe %v", err)
+	}
+	r, err := recipe.Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	var inputs []string
+	for _, st := range r.Steps {
+		inputs = append(inputs, st.Files...)
+	}
+	if err := engine.CallerCanRead(ctx, inputs); err != nil {
+		return nil, errs.Invalid("%v", err)
+	}
+	return r, nil
 }
 
 // engineFor returns the (cached) engine for a recipe.
@@ -158,7 +195,8 @@ func (d *Daemon) engineFor(ctx context.Context, r *recipe.Recipe) (engine.Engine
 // file is picked up by the next acquire; a golden already seen is not
 // re-read from disk.
 func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engine.Engine, *golden.Result, error) {
-	r, err := loadRecipe(path)
+	ctx = d.asCaller(ctx)
+	r, err := loadRecipe(ctx, path)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -166,7 +204,7 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	key, _, _, err := golden.Key(ctx, eng, r, d.hc)
+	key, inputs, version, err := golden.Key(ctx, eng, r, d.hc)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -178,7 +216,8 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 			return r, eng, &golden.Result{Golden: g}, nil
 		}
 	}
-	res, err := golden.Build(d.asCaller(ctx), d.o.Store, eng, r, golden.Options{Log: d.o.Log})
+	res, err := golden.BuildKeyed(ctx, d.o.Store, eng, r,
+		golden.Keyed{Key: key, Inputs: inputs, Version: version}, golden.Options{Log: d.o.Log, Remote: d.o.Remote})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -213,8 +252,8 @@ func (d *Daemon) EnsureGolden(ctx context.Context, req api.GoldenRequest) (*api.
 // Acquire implements api.Service.
 func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.Peer) (*api.Lease, error) {
 	t0 := time.Now()
-	if req.TTLSeconds < 0 || req.WaitSeconds < 0 || req.PID < 0 {
-		return nil, errs.Invalid("ttl_seconds, wait_seconds and pid must not be negative")
+	if err := req.Check(); err != nil {
+		return nil, err
 	}
 	if req.Backend == "" {
 		req.Backend = "auto"
@@ -231,6 +270,9 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 		if err != nil {
 			return nil, errs.Invalid("lease holder pid %d is not a running process", pid)
 		}
+		if !peer.All() && pid != peer.PID && proc.UID(pid) != peer.UID {
+			return nil, errs.Invalid("lease holder pid %d is not a process of yours (uid %d): name one of your own, or leave pid out", pid, peer.UID)
+		}
 		holder = id
 	} else if req.TTLSeconds == 0 {
 		return nil, errs.Invalid("a lease needs an end: call over the unix socket, or send \"pid\" (the holder process) or \"ttl_seconds\"")
@@ -246,8 +288,8 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 	if req.Max != nil {
 		cfg.Max = *req.Max
 	}
-	if cfg.Min < 0 || cfg.Max < 1 || cfg.Min > cfg.Max || cfg.Max > 256 {
-		return nil, errs.Invalid("pool needs 0 <= min <= max and 1 <= max <= 256 (got min=%d max=%d)", cfg.Min, cfg.Max)
+	if err := (recipe.Pool{Min: cfg.Min, Max: cfg.Max}).CheckSize(); err != nil {
+		return nil, errs.Invalid("%w", err)
 	}
 	e, err := d.entryFor(r, eng, res.Golden, req.Backend, cfg)
 	if err != nil {
@@ -291,24 +333,17 @@ func lastErr(st pool.Stats) string {
 
 func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, ttl float64, t0 time.Time, peer api.Peer) *api.Lease {
 	st := in.State
-	l := &lease{holder: holder, entry: e}
-	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend,
+	l := &lease{holder: holder, entry: e, owner: -1, in: in}
+	l.life, l.cancel = context.WithCancel(context.Background())
+	if peer.Unix {
+		l.owner = peer.UID
+	}
+	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend, Fresh: api.FreshReset,
 		HolderPID: holder.PID, Leased: time.Now().UTC(), ReadyMs: st.ReadyMs, Pool: e.id, InstanceDir: st.Dir,
-		Env: map[string]string{"DBFORK_INSTANCE": st.ID}}
+		Env: st.ClientEnv()}
 	if st.Conn != nil {
 		l.DSN, l.SocketDSN = st.Conn.URL, st.Conn.SocketURL
-		for k, v := range st.Conn.Env {
-			l.Env[k] = v
-		}
-		// The instance's socket dir belongs to the server user (mode
-		// 0700): a caller who is neither root nor that user connects over
-		// 127.0.0.1 with the instance password instead.
-		if !(peer.Unix && (peer.UID == 0 || peer.UID == d.o.Store.User.UID)) {
-			if _, ok := l.Env["PGHOST"]; ok {
-				l.Env["PGHOST"] = "127.0.0.1"
-			}
-			delete(l.Env, "MYSQL_UNIX_PORT")
-		}
+		l.Env = d.clientEnv(l.Env, peer)
 	}
 	if ttl > 0 {
 		l.expires = time.Now().Add(time.Duration(ttl * float64(time.Second)))
@@ -318,6 +353,11 @@ func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, tt
 	l.AcquireMs = msSince(t0)
 	d.mu.Lock()
 	d.leases[st.ID] = l
+	if sp := d.spares[st.ID]; sp != nil {
+		l.spares, l.Fresh = sp, api.FreshDatabase
+		go d.refill(l, e.eng.(engine.DatabaseCloner))
+		sp.poke()
+	}
 	d.mu.Unlock()
 	d.o.Log.Info("leased", "id", st.ID, "pool", e.id, "holder", holder.PID, "ms", l.AcquireMs)
 	out := l.Lease
@@ -361,9 +401,13 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings, prewarm: r.Pool.Prewarm, hot: r.Pool.Hot}
 	p, err := pool.New(cfg, pool.Factory[*instance.Instance]{
 		Create: func(ctx context.Context) (*instance.Instance, error) {
-			in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings})
-			if err != nil || !e.prewarm {
+			in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe})
+			if err != nil {
 				return in, err
+			}
+			if !e.prewarm {
+				d.prepareFresh(ctx, e, in)
+				return in, nil
 			}
 			// Read the clone once while it waits in the pool: a fresh
 			// reflink/snapshot clone starts with a cold page cache.
@@ -384,6 +428,7 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 				return nil, fmt.Errorf("prewarm instance %s: %w", in.State.ID, err)
 			}
 			d.o.Log.Debug("prewarmed", "id", in.State.ID, "bytes", pw.Bytes, "ms", pw.Ms, "copied_up", pw.CopiedUp, "cut_short", pw.Cut)
+			d.prepareFresh(ctx, e, in)
 			return in, nil
 		},
 		Destroy: func(ctx context.Context, in *instance.Instance) error {
@@ -395,6 +440,9 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 				// parallel, so others may be half-way through.
 				faults.At("serve:stopping")
 			}
+			d.mu.Lock()
+			delete(d.spares, in.State.ID)
+			d.mu.Unlock()
 			return in.Destroy(ctx, d.o.Store)
 		},
 		ID: func(in *instance.Instance) string { return in.State.ID },
@@ -428,28 +476,40 @@ func poolID(key, backendName string, settings map[string]string) string {
 }
 
 // take removes a lease from the table.
-func (d *Daemon) take(id string) (*lease, error) {
+func (d *Daemon) take(id string, peer api.Peer) (*lease, error) {
 	if !validID(id) {
 		return nil, errs.Invalid("lease id %q is not an instance id (8 hex digits)", id)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	l, ok := d.leases[id]
-	if !ok {
+	if !ok || !peer.Owns(l.owner) { // another user's lease is not there for you
 		return nil, errs.NotFound("no lease %s (already released, reclaimed, or never leased here)", id)
 	}
 	delete(d.leases, id)
 	return l, nil
 }
 
+// everyone is the daemon itself ending a lease (watcher, shutdown).
+var everyone = api.Peer{}
+
 // Release implements api.Service.
-func (d *Daemon) Release(id string) error {
-	l, err := d.take(id)
+func (d *Daemon) Release(id string, peer api.Peer) error {
+	l, err := d.take(id, peer)
 	if err != nil {
 		return err
 	}
 	d.o.Log.Info("released", "id", id)
-	if err := l.entry.pool.Release(id); err != nil && !errors.Is(err, pool.ErrClosed) {
+	l.cancel() // a reset or database call under way stops
+	l.op.Lock()
+	defer l.op.Unlock()
+	return d.discard(l)
+}
+
+// discard hands a taken lease's instance back to the pool, which destroys
+// it in the background. The caller holds l.op.
+func (d *Daemon) discard(l *lease) error {
+	if err := l.entry.pool.Release(l.ID); err != nil && !errors.Is(err, pool.ErrClosed) {
 		return err
 	}
 	return nil
@@ -457,10 +517,17 @@ func (d *Daemon) Release(id string) error {
 
 // Keep implements api.Service: the instance leaves the pool and lives on
 // until `dbfork down`, like one made by `dbfork up`.
-func (d *Daemon) Keep(id string) (*api.Lease, error) {
-	l, err := d.take(id)
+func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
+	l, err := d.take(id, peer)
 	if err != nil {
 		return nil, err
+	}
+	l.op.Lock() // a reset under way finishes first
+	defer l.op.Unlock()
+	l.cancel()
+	if l.in.State.Status != instance.StatusReady {
+		_ = d.discard(l)
+		return nil, fmt.Errorf("keep lease %s: its instance is %s (a reset failed); it is being removed", id, l.in.State.Status)
 	}
 	in, err := l.entry.pool.Forget(id)
 	if err != nil {
@@ -478,11 +545,14 @@ func (d *Daemon) Keep(id string) (*api.Lease, error) {
 }
 
 // Leases implements api.Service.
-func (d *Daemon) Leases() []api.Lease {
+func (d *Daemon) Leases(peer api.Peer) []api.Lease {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]api.Lease, 0, len(d.leases))
 	for _, l := range d.leases {
+		if !peer.Owns(l.owner) {
+			continue
+		}
 		out = append(out, l.Lease)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Leased.Before(out[j].Leased) })
@@ -496,7 +566,7 @@ func (d *Daemon) Pools() []api.PoolInfo {
 	out := make([]api.PoolInfo, 0, len(d.pools))
 	for _, e := range d.pools {
 		out = append(out, api.PoolInfo{ID: e.id, Recipe: e.recipe, Golden: e.golden.Key, Engine: e.eng.Name(),
-			Backend: e.backend, Retired: e.retired, Stats: e.pool.Stats()})
+			Backend: e.backend, Retired: e.retired, PoolStats: poolStats(e.pool.Stats())})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -533,7 +603,7 @@ func (d *Daemon) watch() {
 		d.mu.Unlock()
 		for _, id := range dead {
 			d.o.Log.Info("reclaiming lease: holder exited or TTL passed", "id", id)
-			_ = d.Release(id)
+			_ = d.Release(id, everyone)
 		}
 		for _, e := range drained {
 			go func() { _ = e.pool.Close(context.Background()) }()
@@ -573,8 +643,16 @@ func (d *Daemon) Close(ctx context.Context) error {
 		entries = append(entries, e)
 	}
 	entries = append(entries, d.drained...)
+	leases := d.leases
 	d.leases = map[string]*lease{}
 	d.mu.Unlock()
+	for _, l := range leases {
+		// A reset must not start a server on a clone the pool is
+		// tearing down.
+		l.cancel()
+		l.op.Lock()
+		l.op.Unlock() //nolint:staticcheck // waiting for it is the point
+	}
 	close(d.stop)
 	<-d.done
 	var wg sync.WaitGroup
@@ -613,4 +691,25 @@ func short(k string) string {
 	return k
 }
 
+// clientEnv adjusts a connection environment for the caller: the
+// instance's socket dir belongs to the server user (mode 0700), so a
+// caller who is neither root nor that user connects over 127.0.0.1 with
+// the instance password instead.
+func (d *Daemon) clientEnv(env map[string]string, peer api.Peer) map[string]string {
+	out := make(map[string]string, len(env)+1)
+	for k, v := range env {
+		out[k] = v
+	}
+	if !(peer.Unix && (peer.UID == 0 || peer.UID == d.o.Store.User.UID)) {
+		engine.TCPOnly(out)
+	}
+	return out
+}
+
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+
+// poolStats copies the pool's counts into the API's own type.
+func poolStats(s pool.Stats) api.PoolStats {
+	return api.PoolStats{Min: s.Min, Max: s.Max, Warming: s.Warming, Ready: s.Ready, Leased: s.Leased,
+		Discarding: s.Discarding, Waiting: s.Waiting, LastError: s.LastError, Closed: s.Closed}
+}

@@ -5,13 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/backend"
@@ -34,6 +32,12 @@ type CleanChecker interface {
 type Options struct {
 	Progress *progress.Reporter
 	Log      *slog.Logger
+	// Remote serves the recipe's [cache]: pull before building, push
+	// after. Nil: no cache.
+	Remote Remote
+	// Warn gets one line for the user when something went wrong that did
+	// not stop the command (a failed pull or push of the cache).
+	Warn func(string)
 }
 
 // Result says what Build did.
@@ -41,6 +45,8 @@ type Result struct {
 	Golden *Golden
 	Built  bool // false: it was already in the store (maybe built meanwhile by another process)
 	Waited bool // another process was building the same key
+	Pulled bool // fetched from the recipe's [cache] from
+	Pushed bool // sent to the recipe's [cache] to after the build
 }
 
 // Files in a build dir besides data/.
@@ -63,6 +69,24 @@ func Build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err != nil {
 		return nil, err
 	}
+	return BuildKeyed(ctx, s, eng, r, Keyed{Key: key, Inputs: inputs, Version: version}, o)
+}
+
+// Keyed is what Key computed for a recipe.
+type Keyed struct {
+	Key     string
+	Inputs  []Input
+	Version string
+}
+
+// BuildKeyed is Build for a caller that has already computed the key
+// (the daemon, which keeps its own hash cache and golden table): the
+// inputs are not hashed twice.
+func BuildKeyed(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, k Keyed, o Options) (*Result, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	key, inputs, version := k.Key, k.Inputs, k.Version
 	if g, err := Lookup(s, key); err == nil {
 		return &Result{Golden: g}, nil
 	}
@@ -87,7 +111,25 @@ func Build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		return nil, err
 	}
 	ReapBuilds(ctx, s, key, o.Log)
+	if fetchRemote(ctx, s, key, r.Cache.From, o) {
+		if g, err := Lookup(s, key); err == nil {
+			o.Progress.Done(false)
+			res.Golden, res.Pulled = g, true
+			return res, nil
+		}
+	}
 	g, err := build(ctx, s, eng, r, key, version, inputs, o)
+	if err == nil && r.Cache.To != "" && o.Remote != nil {
+		// The golden is published: a failed push is said, not fatal.
+		if perr := sendRemote(ctx, s, g, r.Cache.To, o); perr != nil {
+			o.Log.Warn("could not push the golden to the cache", "repo", r.Cache.To, "err", perr)
+			if o.Warn != nil {
+				o.Warn("built golden " + short(key) + " but could not push it to " + r.Cache.To + ": " + perr.Error())
+			}
+		} else {
+			res.Pushed = true
+		}
+	}
 	o.Progress.Done(err != nil)
 	if err != nil {
 		return nil, err
@@ -110,28 +152,14 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		if srv != nil && !srv.Exited() {
 			_ = engine.StopRecorded(context.Background(), srv, false)
 		}
-		err = keepLog(s, tmp, key, err)
+		err = keepLog(ctx, s, tmp, key, err)
 		if rerr := discardBuild(tmp); rerr != nil {
 			o.Log.Warn("could not remove failed build dir; `dbfork gc` will", "dir", tmp, "err", rerr)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	data, sock, err := prepareBuildDir(s, tmp, key)
+	if err != nil {
 		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(tmp, keyFile), []byte(key+"\n"), 0o644); err != nil {
-		return nil, err
-	}
-	data, sock := filepath.Join(tmp, "data"), filepath.Join(tmp, "sock")
-	if err := backend.NewDataDir(data); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
-	}
-	if err := os.Mkdir(sock, 0o700); err != nil {
-		return nil, err
-	}
-	for _, d := range []string{data, sock} {
-		if err := s.User.Chown(d); err != nil {
-			return nil, err
-		}
 	}
 	buildLog, err := os.OpenFile(filepath.Join(tmp, "build.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
@@ -147,62 +175,16 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	faults.At("build:init")
 
 	o.Progress.Step("start build server")
-	srv, err = eng.Start(ctx, engine.StartSpec{
-		DataDir: data, SocketDir: sock, LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
-		Listen: true, Profile: engine.ProfileSafe, User: s.User,
-		Database: r.Database, Owner: r.Owner,
-		// Commands (migration tools) reach the build server exactly as tests
-		// reach clones: over 127.0.0.1 with a password, which Finish drops.
-		Password: randomPassword(),
-		// Recorded before it is ready (a crash while it starts up must not
-		// leave a server gc cannot find), and again once ready.
-		OnLaunch: func(launched *engine.Server) error {
-			srv = launched
-			if err := writeJSON(filepath.Join(tmp, serverFile), launched); err != nil {
-				return err
-			}
-			faults.At("build:launched")
-			return nil
-		},
-	})
-	if err == nil {
-		err = writeJSON(filepath.Join(tmp, serverFile), srv)
-	}
-	if err != nil {
+	if err := startBuildServer(ctx, s, eng, r, tmp, &srv); err != nil {
 		return nil, err
 	}
-	faults.At("build:started")
-	if err := eng.Setup(ctx, srv, r); err != nil {
+	if err := loadSteps(ctx, eng, srv, r, inputs, buildLog, o); err != nil {
 		return nil, err
 	}
-
-	for i, st := range r.Steps {
-		o.Progress.Step(fmt.Sprintf("[%d/%d] %s", i+1, len(r.Steps), st.Name))
-		o.Log.Info("load step", "n", i+1, "kind", st.Kind, "name", st.Name)
-		fmt.Fprintf(buildLog, "== step %d: %s\n", i+1, st.Name)
-		if err := eng.Load(ctx, srv, r, st, buildLog); err != nil {
-			return nil, fmt.Errorf("load step %d (%s): %w", i+1, st.Name, err)
-		}
-	}
-	faults.At("build:loaded")
-
-	o.Progress.Step("freeze, analyze and checkpoint")
-	if err := eng.Finish(ctx, srv, r); err != nil {
+	if err := stopBuildServer(ctx, eng, srv, r, tmp, o); err != nil {
 		return nil, err
-	}
-	o.Progress.Step("clean shutdown")
-	if err := eng.Stop(ctx, srv, true); err != nil {
-		return nil, err
-	}
-	if cc, ok := eng.(CleanChecker); ok {
-		if err := cc.CheckCleanShutdown(ctx, data, filepath.Join(tmp, "server.log")); err != nil {
-			return nil, err
-		}
 	}
 	srv = nil
-	if err := os.Remove(filepath.Join(tmp, serverFile)); err != nil {
-		return nil, err
-	}
 	faults.At("build:stopped")
 
 	o.Progress.Step("fsync and checksum")
@@ -223,65 +205,102 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 			m.Commands = append(m.Commands, st.Command)
 		}
 	}
-	// initdb ran with --no-sync and the loaders create files freely: every
-	// directory of the tree is synced, so no entry is lost to a crash
-	// after the manifest says the golden is complete.
-	if _, err := fsutil.SyncDirs(data); err != nil {
-		return nil, fmt.Errorf("sync golden: %w", err)
-	}
-	// From here the golden is only read. The build server is gone, so its
-	// user loses the way in: as root, the golden's dir becomes root-only
-	// (clones reach the files as root: OverlayFS looks lower files up with
-	// the mounter's credentials, reflink and copy run in dbfork), and on
-	// btrfs the data subvolume becomes read-only for everyone.
-	if err := os.Chmod(tmp, 0o700); err != nil {
-		return nil, err
-	}
-	if err := backend.FreezeDataDir(data); err != nil {
-		return nil, fmt.Errorf("make golden read-only: %w", err)
-	}
-	mdata, err := json.MarshalIndent(m, "", "  ")
+	g, err = Publish(s, tmp, m, "build")
 	if err != nil {
 		return nil, err
 	}
-	// The manifest is written last: a dir without one is not a golden.
-	if err := fsutil.WriteFileAtomic(filepath.Join(tmp, ManifestName), mdata, 0o644); err != nil {
-		return nil, err
-	}
-	faults.At("build:manifest")
-	final := s.GoldenDir(key)
-	if err := os.Rename(tmp, final); err != nil {
-		return nil, fmt.Errorf("publish golden: %w", err)
-	}
-	if err := fsutil.SyncDir(s.GoldensDir()); err != nil {
-		return nil, err
-	}
-	faults.At("build:published")
 	o.Log.Info("golden published", "key", key, "bytes", total, "seconds", m.BuildSeconds)
-	return &Golden{Key: key, Dir: final, Manifest: m}, nil
+	return g, nil
 }
 
-// keepLog saves a failed build's logs where the user can read them, and
-// points the error at them.
-func keepLog(s *store.Store, tmp, key string, err error) error {
-	if errors.Is(err, context.Canceled) {
-		return err
+// prepareBuildDir lays out a new build dir: its key, an empty data dir and
+// a socket dir for the server user.
+func prepareBuildDir(s *store.Store, tmp, key string) (data, sock string, err error) {
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", "", err
 	}
-	logs := filepath.Join(s.Root, "logs")
-	if os.MkdirAll(logs, 0o755) != nil {
-		return err
+	if err := os.WriteFile(filepath.Join(tmp, keyFile), []byte(key+"\n"), 0o644); err != nil {
+		return "", "", err
 	}
-	dst := filepath.Join(logs, "build-"+short(key)+".log")
-	var b strings.Builder
-	for _, name := range []string{"init.log", "build.log", "server.log"} {
-		if data, rerr := os.ReadFile(filepath.Join(tmp, name)); rerr == nil && len(data) > 0 {
-			fmt.Fprintf(&b, "==== %s\n%s\n", name, data)
+	data, sock = filepath.Join(tmp, "data"), filepath.Join(tmp, "sock")
+	if err := backend.NewDataDir(data); err != nil {
+		return "", "", fmt.Errorf("create data dir: %w", err)
+	}
+	if err := os.Mkdir(sock, 0o700); err != nil {
+		return "", "", err
+	}
+	for _, d := range []string{data, sock} {
+		if err := s.User.Chown(d); err != nil {
+			return "", "", err
 		}
 	}
-	if b.Len() == 0 || os.WriteFile(dst, []byte(b.String()), 0o644) != nil {
+	return data, sock, nil
+}
+
+// startBuildServer starts the build server on tmp's data dir and creates
+// the recipe's database. *srv is set (and recorded in tmp) as soon as the
+// process exists, before it is ready: a crash while it starts must not
+// leave a server gc cannot find.
+func startBuildServer(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server) error {
+	started, err := eng.Start(ctx, engine.StartSpec{
+		DataDir: filepath.Join(tmp, "data"), SocketDir: filepath.Join(tmp, "sock"), LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
+		Listen: true, Profile: engine.ProfileSafe, User: s.User, Settings: buildSettings(eng),
+		Database: r.Database, Owner: r.Owner,
+		// Commands (migration tools) reach the build server exactly as tests
+		// reach clones: over 127.0.0.1 with a password, which Finish drops.
+		Password: randomPassword(),
+		OnLaunch: func(launched *engine.Server) error {
+			*srv = launched
+			if err := writeJSON(filepath.Join(tmp, serverFile), launched); err != nil {
+				return err
+			}
+			faults.At("build:launched")
+			return nil
+		},
+	})
+	if err == nil {
+		*srv = started
+		err = writeJSON(filepath.Join(tmp, serverFile), started)
+	}
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("%w (build log: %s)", err, dst)
+	faults.At("build:started")
+	return eng.Setup(ctx, started, r)
+}
+
+// loadSteps runs the recipe's load steps, then checks the inputs still
+// hold what the key was computed from.
+func loadSteps(ctx context.Context, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, inputs []Input, buildLog *os.File, o Options) error {
+	for i, st := range r.Steps {
+		o.Progress.Step(fmt.Sprintf("[%d/%d] %s", i+1, len(r.Steps), st.Name))
+		o.Log.Info("load step", "n", i+1, "kind", st.Kind, "name", st.Name)
+		fmt.Fprintf(buildLog, "== step %d: %s\n", i+1, st.Name)
+		if err := eng.Load(ctx, srv, r, st, buildLog); err != nil {
+			return fmt.Errorf("load step %d (%s): %w", i+1, st.Name, err)
+		}
+	}
+	faults.At("build:loaded")
+	return sameInputs(ctx, r, inputs)
+}
+
+// stopBuildServer finishes the golden in the server (freeze, analyze,
+// checkpoint), stops it cleanly and checks it shut down clean.
+func stopBuildServer(ctx context.Context, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
+	o.Progress.Step("freeze, analyze and checkpoint")
+	if err := eng.Finish(ctx, srv, r); err != nil {
+		return err
+	}
+	o.Progress.Step("clean shutdown")
+	if err := eng.Stop(ctx, srv, true); err != nil {
+		return err
+	}
+	if cc, ok := eng.(CleanChecker); ok {
+		if err := cc.CheckCleanShutdown(ctx, filepath.Join(tmp, "data"), filepath.Join(tmp, "server.log")); err != nil {
+			return err
+		}
+	}
+	return os.Remove(filepath.Join(tmp, serverFile))
 }
 
 func writeJSON(path string, v any) error {
@@ -304,4 +323,28 @@ func randomPassword() string {
 	b := make([]byte, 18)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// sameInputs reads every input again, after the build loaded it, and
+// fails when one no longer has the content its key was computed from: a
+// file changed while the build ran would publish a golden under a key
+// that promises other data (to every user of the store).
+func sameInputs(ctx context.Context, r *recipe.Recipe, inputs []Input) error {
+	n := 0
+	for _, st := range r.Steps {
+		for _, f := range st.Files {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if n >= len(inputs) {
+				return fmt.Errorf("recipe inputs changed while building: nothing published; run again")
+			}
+			sum, err := fileSum(f)
+			if err != nil || sum != inputs[n].SHA256 {
+				return fmt.Errorf("%s changed while the build read it: nothing published; run again", r.Rel(f))
+			}
+			n++
+		}
+	}
+	return nil
 }

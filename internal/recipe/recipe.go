@@ -19,16 +19,16 @@ import (
 // DefaultFile is the recipe file name looked up when -f is not given.
 const DefaultFile = "dbfork.toml"
 
-// Engines dbfork knows how to run.
-var Engines = []string{"postgres", "mariadb", "mysql"}
-
 // Recipe is a parsed, validated dbfork.toml with every input file resolved.
 type Recipe struct {
-	Path     string // absolute path of the recipe file
-	Dir      string // directory relative paths are resolved against
-	Engine   string
-	Version  string // wanted major version ("15"); empty: whatever is found
-	Bindir   string // where the server binaries are; empty: search
+	Path    string // absolute path of the recipe file
+	Dir     string // directory relative paths are resolved against
+	Engine  string
+	Version string // wanted major version ("15"); empty: whatever is found
+	Bindir  string // where the server binaries are; empty: search
+	// NoFetch forbids fetching a server build into the engine cache
+	// (fetch = false): only installed or already cached servers count.
+	NoFetch  bool
 	Database string
 	Owner    string
 	Locale   string
@@ -37,6 +37,14 @@ type Recipe struct {
 	Settings map[string]string // server settings for instances (not part of the key)
 	Steps    []Step
 	Pool     Pool
+	Cache    Cache // registries the golden is pulled from / pushed to (not part of the key)
+}
+
+// Cache names OCI repositories ("registry/repo") from which a golden is
+// pulled instead of built, and to which a fresh build is pushed.
+type Cache struct {
+	From string
+	To   string
 }
 
 // Step kinds.
@@ -67,10 +75,24 @@ type Pool struct {
 	Hot []string
 }
 
+// MaxPoolSize is the largest max a pool may have.
+const MaxPoolSize = 256
+
+// CheckSize is the one pool-size rule: recipes and API calls that override
+// a recipe's sizes both apply it (the pool package only keeps its own
+// structural invariant).
+func (p Pool) CheckSize() error {
+	if p.Min < 0 || p.Max < 1 || p.Min > p.Max || p.Max > MaxPoolSize {
+		return fmt.Errorf("pool needs 0 <= min <= max and 1 <= max <= %d (got min=%d max=%d)", MaxPoolSize, p.Min, p.Max)
+	}
+	return nil
+}
+
 type rawRecipe struct {
 	Engine   string         `toml:"engine"`
 	Version  string         `toml:"version"`
 	Bindir   string         `toml:"bindir"`
+	Fetch    *bool          `toml:"fetch"`
 	Database string         `toml:"database"`
 	Owner    string         `toml:"owner"`
 	Locale   string         `toml:"locale"`
@@ -79,6 +101,12 @@ type rawRecipe struct {
 	Settings map[string]any `toml:"settings"`
 	Load     []rawStep      `toml:"load"`
 	Pool     *rawPool       `toml:"pool"`
+	Cache    *rawCache      `toml:"cache"`
+}
+
+type rawCache struct {
+	From string `toml:"from"`
+	To   string `toml:"to"`
 }
 
 type rawStep struct {
@@ -149,7 +177,7 @@ func Parse(path string, data []byte) (*Recipe, error) {
 		for i, k := range undec {
 			keys[i] = k.String()
 		}
-		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm/hot)", name, keys[0])
+		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm/hot, [cache] from/to)", name, keys[0])
 	}
 	r := &Recipe{Path: path, Dir: filepath.Dir(path)}
 	if err := r.fill(name, &raw); err != nil {
@@ -194,6 +222,7 @@ func (r *Recipe) fill(name string, raw *rawRecipe) error {
 	if raw.Bindir != "" {
 		r.Bindir = r.resolve(raw.Bindir)
 	}
+	r.NoFetch = raw.Fetch != nil && !*raw.Fetch
 	r.Database = orDefault(raw.Database, "app")
 	r.Owner = orDefault(raw.Owner, "app")
 	for key, v := range map[string]string{"database": r.Database, "owner": r.Owner} {
@@ -216,6 +245,14 @@ func (r *Recipe) fill(name string, raw *rawRecipe) error {
 			return err
 		}
 		r.Steps = append(r.Steps, st)
+	}
+	if raw.Cache != nil {
+		r.Cache = Cache{From: strings.TrimSpace(raw.Cache.From), To: strings.TrimSpace(raw.Cache.To)}
+		for k, v := range map[string]string{"from": r.Cache.From, "to": r.Cache.To} {
+			if strings.ContainsAny(v, " \t\n") || strings.Contains(v, "://") {
+				return errs.Invalid("%s: [cache] %s = %q: give a repository as registry/name (no scheme, no spaces)", name, k, v)
+			}
+		}
 	}
 	return r.fillPool(name, raw.Pool)
 }
@@ -262,8 +299,8 @@ func (r *Recipe) fillPool(name string, raw *rawPool) error {
 	if raw.Max != nil {
 		r.Pool.Max = *raw.Max
 	}
-	if r.Pool.Min < 0 || r.Pool.Max < 1 || r.Pool.Min > r.Pool.Max || r.Pool.Max > 256 {
-		return errs.Invalid("%s: pool needs 0 <= min <= max and 1 <= max <= 256 (got min=%d max=%d)", name, r.Pool.Min, r.Pool.Max)
+	if err := r.Pool.CheckSize(); err != nil {
+		return errs.Invalid("%s: %w", name, err)
 	}
 	return nil
 }

@@ -12,7 +12,6 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-SOCKET_NAME = "dbfork.sock"
 
 
 class DbforkError(Exception):
@@ -33,24 +32,29 @@ class Lease:
     engine: str = ""
     backend: str = ""
     acquire_ms: float = 0.0
+    # "database": create_database hands out databases cloned inside the
+    # server; "reset": reset puts the whole instance back (docs/api.md).
+    fresh: str = "reset"
     raw: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_json(cls, d):
         return cls(id=d["id"], dsn=d["dsn"], env=dict(d.get("env") or {}), golden=d.get("golden", ""),
                    engine=d.get("engine", ""), backend=d.get("backend", ""),
-                   acquire_ms=float(d.get("acquire_ms", 0.0)), raw=d)
+                   acquire_ms=float(d.get("acquire_ms", 0.0)), fresh=d.get("fresh") or "reset", raw=d)
 
 
-def default_store():
-    """The store dbfork uses without --store: $DBFORK_STORE, /var/lib/dbfork
-    as root, else $XDG_DATA_HOME/dbfork."""
-    if os.environ.get("DBFORK_STORE"):
-        return os.environ["DBFORK_STORE"]
-    if os.geteuid() == 0:
-        return "/var/lib/dbfork"
-    xdg = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(xdg, "dbfork")
+@dataclass
+class Database:
+    """A fresh database inside a leased server (Lease.fresh == "database")."""
+    name: str
+    dsn: str
+    env: Dict[str, str] = field(default_factory=dict)
+    ms: float = 0.0
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(name=d["name"], dsn=d["dsn"], env=dict(d.get("env") or {}), ms=float(d.get("ms", 0.0)))
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -70,7 +74,9 @@ class Client:
     process's PID from the socket, so leases end when this process does."""
 
     def __init__(self, store=None, socket_path=None, timeout=1800.0):
-        self.socket_path = socket_path or os.path.join(store or default_store(), SOCKET_NAME)
+        # Without a socket: the one rule of docs/api.md (which store is
+        # the default is dbfork's to say, not this client's).
+        self.socket_path = socket_path or find_socket(store)
         self.timeout = timeout
 
     def available(self):
@@ -120,6 +126,19 @@ class Client:
 
     def keep(self, lease_id) -> Lease:
         return Lease.from_json(self._call("POST", "/v1/leases/%s/keep" % lease_id))
+
+    def reset(self, lease_id) -> Lease:
+        """Takes a lease back to the golden state in place: same DSN, open
+        connections broken."""
+        return Lease.from_json(self._call("POST", "/v1/leases/%s/reset" % lease_id, {}))
+
+    def create_database(self, lease_id) -> Database:
+        """A fresh database inside the lease's server (kind "unsupported"
+        unless the lease's fresh is "database")."""
+        return Database.from_json(self._call("POST", "/v1/leases/%s/databases" % lease_id, {}))
+
+    def drop_database(self, lease_id, name):
+        self._call("DELETE", "/v1/leases/%s/databases/%s" % (lease_id, name))
 
     def leases(self):
         return self._call("GET", "/v1/leases")["leases"]
