@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/backend"
@@ -117,15 +116,11 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 		pw = randomPassword()
 	}
 	t1 := time.Now()
-	var wrap func([]string, *syscall.SysProcAttr) []string
-	if ns, ok := b.(backend.Namespaced); ok {
-		wrap = ns.Wrap(g.DataDir(), st.DataDir, st.Scratch)
-	}
 	srv, err := eng.Start(ctx, engine.StartSpec{
 		DataDir: st.DataDir, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"), RunDir: dir,
 		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: s.User,
 		Database: orDefault(o.Database, g.Manifest.Database), Owner: orDefault(o.Owner, g.Manifest.Owner),
-		Password: pw, Wrap: wrap,
+		Password: pw, Wrap: wrapFor(b, g, st),
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
 	})
 	if srv != nil {

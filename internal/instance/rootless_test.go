@@ -80,6 +80,22 @@ func rootlessAsUser(t *testing.T, dirs map[string]string) {
 			if err != nil || len(u.Files) == 0 {
 				t.Fatalf("inspect: %v %+v", err, u)
 			}
+			// Reset: same DSN, the golden's rows, no mount left behind.
+			if err := in.Reset(ctx, s, pg, g, nil); err != nil {
+				t.Fatal(err)
+			}
+			c = connect(t, in.State.Conn.URL)
+			if n := count(t, c); n != 2001 {
+				t.Fatalf("%d rows after reset, want the golden's 2001", n)
+			}
+			c.Close(ctx)
+			if m := testenv.MountsInAnyNamespace(in.State.Dir); len(m) != 1 {
+				t.Fatalf("after reset, want one mount (the new server's), got %v", m)
+			}
+			u, err = instance.Inspect(in.State, g.DataDir())
+			if err != nil || len(u.Files) == 0 {
+				t.Fatalf("inspect: %v %+v", err, u)
+			}
 			if err := instance.Down(ctx, s, in.State.ID); err == nil {
 				t.Fatal("down of an instance this process holds succeeded")
 			}
