@@ -73,7 +73,7 @@ between runs. Figures are medians with min–max over the runs.`,
 				if err != nil {
 					return err
 				}
-				eng, err := openEngine(ctx, r)
+				eng, err := g.openEngine(s)(ctx, r)
 				if err != nil {
 					return err
 				}
@@ -252,7 +252,7 @@ func benchDaemon(ctx context.Context, g *globals, s *store.Store) (*api.Client, 
 	if c, err := api.Dial(ctx, api.SocketPath(s.Root)); err == nil {
 		return c, func() {}, nil
 	}
-	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: openEngine})
+	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s)})
 	sock := filepath.Join(s.Root, fmt.Sprintf("bench-%d.sock", os.Getpid()))
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

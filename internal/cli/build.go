@@ -28,7 +28,7 @@ func newBuildCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			eng, err := openEngine(ctx, r)
+			eng, err := g.openEngine(s)(ctx, r)
 			if err != nil {
 				return err
 			}
@@ -41,7 +41,7 @@ func newBuildCmd(g *globals) *cobra.Command {
 			// build pushes itself (below), so a failed push fails it.
 			pushTo := r.Cache.To
 			r.Cache.To = ""
-			res, err := golden.Build(ctx, s, eng, r, g.buildOptions(rf))
+			res, err := golden.Build(ctx, s, eng, r, g.buildOptions(s, rf))
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/oci"
@@ -65,15 +66,22 @@ func packOptions(g *globals) (oci.PackOptions, error) {
 }
 
 // remote is the [cache] side of builds run by this process.
-func (g *globals) remote(f registryFlags) golden.Remote {
+func (g *globals) remote(s *store.Store, f registryFlags) golden.Remote {
 	po, _ := packOptions(g)
-	return &oci.Remote{Registry: f.registry(), Check: engineCheck, Pack: po}
+	return &oci.Remote{Registry: f.registry(), Check: g.engineCheck(s), Pack: po}
 }
 
 // engineCheck refuses a golden built with another server version than
 // the one this machine would build with.
-func engineCheck(ctx context.Context, name, version string) error {
-	eng, err := openEngine(ctx, &recipe.Recipe{Engine: name, Version: majorVersion(name, shortVersion(version))})
+func (g *globals) engineCheck(s *store.Store) oci.EngineCheck {
+	open := g.openEngine(s)
+	return func(ctx context.Context, name, version string) error {
+		return checkEngine(ctx, open, name, version)
+	}
+}
+
+func checkEngine(ctx context.Context, open func(context.Context, *recipe.Recipe) (engine.Engine, error), name, version string) error {
+	eng, err := open(ctx, &recipe.Recipe{Engine: name, Version: majorVersion(name, shortVersion(version))})
 	if err != nil {
 		return errs.Unsupported("the golden was built with %s %s, which this machine lacks (%v); install it, or build here: a build with another server version has another key", name, shortVersion(version), err)
 	}
@@ -106,7 +114,7 @@ func findGolden(ctx context.Context, g *globals, s *store.Store, keyArg, file st
 	if err != nil {
 		return nil, err
 	}
-	eng, err := openEngine(ctx, r)
+	eng, err := g.openEngine(s)(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +175,7 @@ func newImportCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := oci.Import(cmd.Context(), s, args[0], g.unpackOptions())
+			res, err := oci.Import(cmd.Context(), s, args[0], g.unpackOptions(s))
 			if err != nil {
 				return err
 			}
@@ -178,9 +186,9 @@ func newImportCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func (g *globals) unpackOptions() oci.UnpackOptions {
+func (g *globals) unpackOptions(s *store.Store) oci.UnpackOptions {
 	return oci.UnpackOptions{
-		Check: engineCheck, Log: g.log,
+		Check: g.engineCheck(s), Log: g.log,
 		OnWait: func() { fmt.Fprintln(g.stderr, "dbfork: waiting for another pull or build of the same golden") },
 	}
 }
@@ -195,9 +203,9 @@ func (g *globals) printUnpacked(res *oci.Unpacked, asJSON bool) error {
 
 // buildOptions are golden.Build's options for a command: progress on
 // stderr, and the recipe's [cache] through the registries.
-func (g *globals) buildOptions(f registryFlags) golden.Options {
+func (g *globals) buildOptions(s *store.Store, f registryFlags) golden.Options {
 	return golden.Options{
-		Progress: progress.New(g.stderr), Log: g.log, Remote: g.remote(f),
+		Progress: progress.New(g.stderr), Log: g.log, Remote: g.remote(s, f),
 		Warn: func(msg string) { fmt.Fprintln(g.stderr, "dbfork: "+msg) },
 	}
 }

@@ -73,7 +73,7 @@ func newPullCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := oci.Pull(cmd.Context(), s, args[0], rf.registry(), g.unpackOptions())
+			res, err := oci.Pull(cmd.Context(), s, args[0], rf.registry(), g.unpackOptions(s))
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/recipe"
@@ -96,11 +97,7 @@ func obtain(ctx context.Context, g *globals, f upFlags) (*leased, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := map[string]string{"DBFORK_INSTANCE": in.State.ID}
-	for k, v := range in.State.Conn.Env {
-		env[k] = v
-	}
-	return &leased{s: s, id: in.State.ID, env: env, local: in}, nil
+	return &leased{s: s, id: in.State.ID, env: in.State.ClientEnv(), local: in}, nil
 }
 
 // done stops and removes the instance (the daemon does it in the
@@ -136,11 +133,11 @@ func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *i
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := openEngine(ctx, r)
+	eng, err := g.openEngine(s)(ctx, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := golden.Build(ctx, s, eng, r, g.buildOptions(registryFlags{}))
+	res, err := golden.Build(ctx, s, eng, r, g.buildOptions(s, registryFlags{}))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -209,6 +206,10 @@ func writeEnv(w io.Writer, env map[string]string, export bool) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Fprintf(w, "%s%s=%s\n", prefix, k, shellQuote(env[k]))
+	}
+	if dir := env[engine.ClientBinEnv]; dir != "" && export {
+		// The server's matching clients (a fetched build) come first.
+		fmt.Fprintf(w, "export PATH=%s:\"$PATH\"\n", shellQuote(dir))
 	}
 }
 

@@ -19,16 +19,16 @@ import (
 // DefaultFile is the recipe file name looked up when -f is not given.
 const DefaultFile = "dbfork.toml"
 
-// Engines dbfork knows how to run.
-var Engines = []string{"postgres", "mariadb", "mysql"}
-
 // Recipe is a parsed, validated dbfork.toml with every input file resolved.
 type Recipe struct {
-	Path     string // absolute path of the recipe file
-	Dir      string // directory relative paths are resolved against
-	Engine   string
-	Version  string // wanted major version ("15"); empty: whatever is found
-	Bindir   string // where the server binaries are; empty: search
+	Path    string // absolute path of the recipe file
+	Dir     string // directory relative paths are resolved against
+	Engine  string
+	Version string // wanted major version ("15"); empty: whatever is found
+	Bindir  string // where the server binaries are; empty: search
+	// NoFetch forbids fetching a server build into the engine cache
+	// (fetch = false): only installed or already cached servers count.
+	NoFetch  bool
 	Database string
 	Owner    string
 	Locale   string
@@ -79,6 +79,7 @@ type rawRecipe struct {
 	Engine   string         `toml:"engine"`
 	Version  string         `toml:"version"`
 	Bindir   string         `toml:"bindir"`
+	Fetch    *bool          `toml:"fetch"`
 	Database string         `toml:"database"`
 	Owner    string         `toml:"owner"`
 	Locale   string         `toml:"locale"`
@@ -208,6 +209,7 @@ func (r *Recipe) fill(name string, raw *rawRecipe) error {
 	if raw.Bindir != "" {
 		r.Bindir = r.resolve(raw.Bindir)
 	}
+	r.NoFetch = raw.Fetch != nil && !*raw.Fetch
 	r.Database = orDefault(raw.Database, "app")
 	r.Owner = orDefault(raw.Owner, "app")
 	for key, v := range map[string]string{"database": r.Database, "owner": r.Owner} {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 )
 
@@ -15,7 +16,39 @@ type Binaries struct {
 	Server  string // mariadbd / mysqld
 	Install string // mariadb-install-db (MariaDB only)
 	Client  string // mariadb / mysql
+	Basedir string // the install's root when it is not a system install (fetched builds)
 	Info    ServerInfo
+}
+
+// LocateAt uses the install rooted at basedir as it is (a fetched build:
+// bin/mariadbd, bin/mariadb, scripts/mariadb-install-db, share/).
+func LocateAt(ctx context.Context, flavor Flavor, basedir string) (*Binaries, error) {
+	b := &Binaries{Basedir: basedir, Server: filepath.Join(basedir, "bin", "mariadbd"),
+		Install: filepath.Join(basedir, "scripts", "mariadb-install-db"), Client: filepath.Join(basedir, "bin", "mariadb")}
+	if flavor != MariaDB {
+		b.Server, b.Install, b.Client = filepath.Join(basedir, "bin", "mysqld"), "", filepath.Join(basedir, "bin", "mysql")
+	}
+	for _, p := range []string{b.Server, b.Install, b.Client} {
+		if p != "" && !executable(p) {
+			return nil, errs.MissingTool("%s install in %s lacks %s", flavor, basedir, filepath.Base(p))
+		}
+	}
+	for _, p := range []string{b.Server, b.Install} {
+		if p == "" {
+			continue
+		}
+		if err := engine.TrustedBinaries(filepath.Dir(p), []string{filepath.Base(p)}); err != nil {
+			return nil, errs.Invalid("%v", err)
+		}
+	}
+	out, err := exec.CommandContext(ctx, b.Server, "--no-defaults", "--version").CombinedOutput()
+	if err != nil {
+		return nil, errs.Unsupported("%s in %s cannot run: %v: %s", filepath.Base(b.Server), basedir, err, strings.TrimSpace(string(out)))
+	}
+	if b.Info, err = ParseVersion(string(out)); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 func executable(p string) bool {
@@ -40,6 +73,7 @@ func Locate(ctx context.Context, flavor Flavor, bindir, want string) (*Binaries,
 	names := map[Flavor][]string{MariaDB: {"mariadbd", "mysqld"}, MySQL: {"mysqld"}}[flavor]
 	var looked []string
 	var other *ServerInfo
+	var untrusted error
 	seen := map[string]bool{}
 	for _, dir := range serverDirs(bindir) {
 		for _, n := range names {
@@ -50,6 +84,10 @@ func Locate(ctx context.Context, flavor Flavor, bindir, want string) (*Binaries,
 			}
 			seen[real] = true
 			looked = append(looked, p)
+			if err := engine.TrustedBinaries(dir, []string{n}); err != nil {
+				untrusted = err
+				continue
+			}
 			out, err := exec.CommandContext(ctx, p, "--no-defaults", "--version").Output()
 			if err != nil {
 				continue
@@ -66,14 +104,25 @@ func Locate(ctx context.Context, flavor Flavor, bindir, want string) (*Binaries,
 				continue
 			}
 			b := &Binaries{Server: p, Info: info}
-			return b, b.findTools(bindir)
+			if err := b.findTools(bindir); err != nil {
+				return b, err
+			}
+			if b.Install != "" {
+				if err := engine.TrustedBinaries(filepath.Dir(b.Install), []string{filepath.Base(b.Install)}); err != nil {
+					return nil, errs.Invalid("%v", err)
+				}
+			}
+			return b, nil
 		}
+	}
+	if bindir != "" && untrusted != nil {
+		return nil, errs.Invalid("bindir %s: %v", bindir, untrusted)
 	}
 	label := map[Flavor]string{MariaDB: "MariaDB", MySQL: "MySQL"}[flavor]
 	if want != "" {
 		label += " " + want
 	}
-	install := map[Flavor]string{MariaDB: "apt-get install mariadb-server", MySQL: "install MySQL 8 from dev.mysql.com (Debian ships only MariaDB)"}[flavor]
+	install := map[Flavor]string{MariaDB: "apt-get install mariadb-server", MySQL: "install MySQL 8 from Oracle's packages (Debian ships only MariaDB)"}[flavor]
 	hint := ""
 	if other != nil {
 		hint = "; found " + string(other.Flavor) + " " + other.Version + " instead (set engine = \"" + string(other.Flavor) + "\" to use it)"

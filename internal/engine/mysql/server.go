@@ -56,6 +56,9 @@ func (e *Engine) argv(spec engine.StartSpec, port int) []string {
 		"--pid-file=" + e.PIDFile(spec.DataDir),
 		fmt.Sprintf("--port=%d", port),
 	}
+	if e.Bin.Basedir != "" {
+		argv = append(argv, "--basedir="+e.Bin.Basedir)
+	}
 	if spec.Listen {
 		argv = append(argv, "--bind-address=127.0.0.1")
 	} else {
@@ -77,6 +80,9 @@ func (e *Engine) argv(spec engine.StartSpec, port int) []string {
 func (e *Engine) startOnce(ctx context.Context, spec engine.StartSpec, port int) (*engine.Server, error) {
 	if fi, err := os.Stat(spec.LogFile); err == nil && fi.Size() > 0 {
 		_ = os.Truncate(spec.LogFile, 0)
+	}
+	if err := e.CheckSettings(spec.Settings); err != nil {
+		return nil, err
 	}
 	argv := e.argv(spec, port)
 	if spec.RunDir != "" {
