@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/oci"
@@ -68,13 +68,13 @@ func packOptions(g *globals) (oci.PackOptions, error) {
 // remote is the [cache] side of builds run by this process.
 func (g *globals) remote(s *store.Store, f registryFlags) golden.Remote {
 	po, _ := packOptions(g)
-	return &oci.Remote{Registry: f.registry(), Check: g.engineCheck(s), Pack: po}
+	return &oci.Remote{Registry: f.registry(), Check: engineCheck(g.openEngine(s)), Pack: po}
 }
 
 // engineCheck refuses a golden built with another server version than
-// the one this machine would build with.
-func (g *globals) engineCheck(s *store.Store) oci.EngineCheck {
-	open := g.openEngine(s)
+// the one this machine would build with (an installed server, or one the
+// engine cache holds or may fetch).
+func engineCheck(open func(context.Context, *recipe.Recipe) (engine.Engine, error)) func(ctx context.Context, name, version string) error {
 	return func(ctx context.Context, name, version string) error {
 		return checkEngine(ctx, open, name, version)
 	}
@@ -95,14 +95,14 @@ func checkEngine(ctx context.Context, open func(context.Context, *recipe.Recipe)
 	return nil
 }
 
-// majorVersion is the part of a server version a recipe's version names:
-// "15" of PostgreSQL 15.14, "10.11" of MariaDB 10.11.6.
-func majorVersion(engine, v string) string {
-	parts := strings.SplitN(v, ".", 3)
-	if engine == "postgres" || len(parts) < 2 {
-		return parts[0]
+// majorVersion is the part of a server version a recipe's version names,
+// as the engine says ("15" of PostgreSQL 15.14, "10.11" of MariaDB 10.11.6).
+func majorVersion(name, v string) string {
+	e, err := engines.Lookup(name)
+	if err != nil {
+		return v
 	}
-	return parts[0] + "." + parts[1]
+	return e.Major(v)
 }
 
 // findGolden resolves a KEY argument, or the golden of a recipe.
@@ -188,7 +188,7 @@ func newImportCmd(g *globals) *cobra.Command {
 
 func (g *globals) unpackOptions(s *store.Store) oci.UnpackOptions {
 	return oci.UnpackOptions{
-		Check: g.engineCheck(s), Log: g.log,
+		Check: engineCheck(g.openEngine(s)), Log: g.log,
 		OnWait: func() { fmt.Fprintln(g.stderr, "dbfork: waiting for another pull or build of the same golden") },
 	}
 }

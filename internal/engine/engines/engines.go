@@ -32,15 +32,11 @@ func Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
 }
 
 func open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
-	switch r.Engine {
-	case "postgres":
-		return postgres.New(ctx, r.Bindir, r.Version)
-	case "mariadb":
-		return mysql.New(ctx, mysql.MariaDB, r.Bindir, r.Version)
-	case "mysql":
-		return mysql.New(ctx, mysql.MySQL, r.Bindir, r.Version)
+	e, err := Lookup(r.Engine)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errs.Unsupported("engine %q is not supported (use postgres, mariadb or mysql)", r.Engine)
+	return e.Open(ctx, r.Bindir, r.Version)
 }
 
 // Opener opens engines with an engine cache behind the installed ones.
@@ -65,6 +61,9 @@ func (o *Opener) Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, err
 	}
 	if _, perr := fetch.PackageFor(r.Engine); perr != nil {
 		return nil, err
+	}
+	if e, lerr := Lookup(r.Engine); lerr == nil && e.Oldest != "" && olderThan(r.Version, e.Oldest) {
+		return nil, fmt.Errorf("%w; dbfork runs %s %s and later, so it does not fetch %s", err, r.Engine, e.Oldest, r.Version)
 	}
 	cache := o.Cache
 	if r.NoFetch {
