@@ -8,6 +8,7 @@ import (
 	"github.com/dbfork/dbfork/internal/engine/fetch"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/oci"
 )
 
 func newGCCmd(g *globals) *cobra.Command {
@@ -34,6 +35,9 @@ instances made by "dbfork up" are kept unless --all is given.`,
 			}
 			for _, p := range fetches {
 				fmt.Fprintf(g.stdout, "removed interrupted engine fetch %s\n", p)
+			}
+			for _, p := range oci.ReapPushDirs(s) {
+				fmt.Fprintf(g.stdout, "removed interrupted push dir %s\n", p)
 			}
 			if asJSON {
 				if builds == nil {

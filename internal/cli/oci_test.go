@@ -211,3 +211,34 @@ func TestMariaDBPushPull(t *testing.T) {
 		t.Fatalf("query on a clone of the pulled MariaDB golden: %q", n)
 	}
 }
+
+// The daemon (what every test plugin talks to) pulls a recipe's [cache]
+// instead of building.
+func TestServePullsFromCache(t *testing.T) {
+	reg := ocitest.Start(t, ocitest.Options{})
+	repo := reg.Host + "/goldens/shop"
+	a := newEnv(t)
+	key := a.key()
+	a.mustRun("push", repo)
+	c := newEnv(t)
+	recipe := filepath.Join(c.proj, "dbfork.toml")
+	body, _ := os.ReadFile(recipe)
+	if err := os.WriteFile(recipe, append(body, []byte("\n[cache]\nfrom = \""+repo+"\"\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.startServe()
+	r := c.run("-v", "run", "--", "psql", "-XAtc", "select count(*) from items")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "3001" || !strings.Contains(r.stderr, "leased from dbfork serve") {
+		t.Fatalf("run through serve: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	read := func(e *env) string {
+		data, err := os.ReadFile(filepath.Join(e.store, "goldens", key, "manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	if read(c) != read(a) {
+		t.Fatal("the daemon built the golden instead of pulling it")
+	}
+}

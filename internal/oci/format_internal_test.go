@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/store"
+	"github.com/dbfork/dbfork/internal/testenv"
 )
 
 func file(path string, size int64, sum string) golden.File {
@@ -121,5 +123,28 @@ func TestCheckFilesRefusesEscapes(t *testing.T) {
 	}
 	if err := checkFiles([]golden.File{dir, file("a/b", 1, "s"), link}); err != nil {
 		t.Errorf("good manifest refused: %v", err)
+	}
+}
+
+// Scratch dirs of killed pushes go; a live push's stays.
+func TestReapPushDirs(t *testing.T) {
+	s, err := store.Open(filepath.Join(testenv.Dir(t), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(s.CacheDir(), "oci-push-999999999-abc")
+	live, err := newPushDir(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dead, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := ReapPushDirs(s)
+	if len(got) != 1 || got[0] != dead {
+		t.Fatalf("reaped %v, want [%s]", got, dead)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Fatalf("live push dir removed: %v", err)
 	}
 }

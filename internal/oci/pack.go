@@ -261,19 +261,29 @@ func (c *countWriter) Write(p []byte) (int, error) {
 func newBytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // newPushDir makes a scratch dir for compressed layers, named after this
-// process, and removes those of pushes whose process is gone (killed).
+// process, after removing those of pushes whose process is gone.
 func newPushDir(s *store.Store) (string, error) {
-	old, _ := filepath.Glob(filepath.Join(s.CacheDir(), "oci-push-*"))
-	for _, d := range old {
-		var pid int
-		if _, err := fmt.Sscanf(filepath.Base(d), "oci-push-%d-", &pid); err == nil && pid > 0 && !alive(pid) {
-			_ = fsutil.RemoveAll(d)
-		}
-	}
+	ReapPushDirs(s)
 	if err := os.MkdirAll(s.CacheDir(), 0o755); err != nil {
 		return "", err
 	}
 	return os.MkdirTemp(s.CacheDir(), fmt.Sprintf("oci-push-%d-", os.Getpid()))
+}
+
+// ReapPushDirs removes the scratch dirs of pushes and exports that were
+// killed (their process is gone), and returns their paths.
+func ReapPushDirs(s *store.Store) []string {
+	old, _ := filepath.Glob(filepath.Join(s.CacheDir(), "oci-push-*"))
+	var out []string
+	for _, d := range old {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(d), "oci-push-%d-", &pid); err == nil && pid > 0 && !alive(pid) {
+			if fsutil.RemoveAll(d) == nil {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
 }
 
 func alive(pid int) bool {
