@@ -63,3 +63,12 @@ ensure_go() {
 build_dbfork() {
   (cd "$REPO" && go build -o bin/dbfork ./cmd/dbfork)
 }
+
+# ensure_pg18: the tests of fresh databases cloned inside the server
+# (issue 17) need PostgreSQL 18; testenv fetches it through mvn into the
+# engine cache the tests share, once per machine.
+ensure_pg18() {
+  ensure_packages maven
+  mkdir -p /var/cache/dbfork-ci/engines
+  chmod 755 /var/cache/dbfork-ci /var/cache/dbfork-ci/engines
+}

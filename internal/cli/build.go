@@ -26,7 +26,7 @@ func newBuildCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			eng, err := openEngine(ctx, r)
+			eng, err := g.openEngine(s)(ctx, r)
 			if err != nil {
 				return err
 			}

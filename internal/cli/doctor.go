@@ -30,6 +30,7 @@ type doctorReport struct {
 		Why     string `json:"why"`
 	} `json:"auto"`
 	Engines []engineReport    `json:"engines"`
+	Cache   engineCacheReport `json:"engine_cache"`
 	Tools   map[string]string `json:"tools"`
 	Advice  []string          `json:"advice"`
 }
@@ -67,6 +68,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 				rep.Auto.Backend, rep.Auto.Why = b.Name(), why
 			}
 			rep.Engines = probeEngines(ctx)
+			rep.Cache = cacheReport(g.fetchOptions(s))
 			rep.Tools = map[string]string{}
 			for _, t := range []string{"mkfs.xfs", "mkfs.btrfs", "mount"} {
 				if p, err := exec.LookPath(t); err == nil {
@@ -136,6 +138,7 @@ func printDoctor(g *globals, rep doctorReport) {
 			fmt.Fprintf(w, "  no    %-8s %s\n", e.Engine, e.Error)
 		}
 	}
+	printCacheReport(w, rep.Cache)
 	if len(rep.Advice) > 0 {
 		fmt.Fprintln(w, "\nto do")
 		for _, a := range rep.Advice {

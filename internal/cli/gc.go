@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbfork/dbfork/internal/engine/fetch"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 )
@@ -27,6 +28,13 @@ instances made by "dbfork up" are kept unless --all is given.`,
 			}
 			builds := golden.ReapBuilds(cmd.Context(), s, "", g.log)
 			insts := instance.GC(cmd.Context(), s, all)
+			fetches, ferr := fetch.New(g.fetchOptions(s)).GC()
+			if ferr != nil {
+				fmt.Fprintf(g.stderr, "dbfork: engine cache: %v\n", ferr)
+			}
+			for _, p := range fetches {
+				fmt.Fprintf(g.stdout, "removed interrupted engine fetch %s\n", p)
+			}
 			if asJSON {
 				if builds == nil {
 					builds = []golden.Leftover{}
@@ -56,7 +64,7 @@ instances made by "dbfork up" are kept unless --all is given.`,
 			if failed > 0 {
 				return fmt.Errorf("gc could not remove %d leftovers (see above)", failed)
 			}
-			if len(builds)+len(insts) == 0 {
+			if len(builds)+len(insts)+len(fetches) == 0 {
 				fmt.Fprintln(g.stdout, "nothing to remove")
 			}
 			return nil

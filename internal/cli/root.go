@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/engine"
-	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
@@ -27,6 +26,7 @@ import (
 type globals struct {
 	store   string
 	verbose bool
+	offline bool // no engine downloads
 	log     *slog.Logger
 	stdout  io.Writer
 	stderr  io.Writer
@@ -83,11 +83,12 @@ real PostgreSQL server running on it, in milliseconds.`,
 	}
 	root.PersistentFlags().StringVar(&g.store, "store", "", "store directory (default $DBFORK_STORE, /var/lib/dbfork as root, else $XDG_DATA_HOME/dbfork)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log what dbfork does to stderr")
+	root.PersistentFlags().BoolVar(&g.offline, "offline", false, "never download server builds into the engine cache (also DBFORK_OFFLINE=1)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return errs.Invalid("%v (see `%s --help`)", err, c.CommandPath())
 	})
 	root.AddCommand(newBuildCmd(g), newUpCmd(g), newLsCmd(g), newDownCmd(g), newRunCmd(g),
-		newDoctorCmd(g), newGCCmd(g), newStoreCmd(g), newServeCmd(g), newDaemonCmd(g), newBenchCmd(g), newInspectCmd(g), newVerifyCmd(g))
+		newDoctorCmd(g), newGCCmd(g), newStoreCmd(g), newServeCmd(g), newDaemonCmd(g), newBenchCmd(g), newInspectCmd(g), newVerifyCmd(g), newEngineCmd(g), newResetCmd(g))
 	return root
 }
 
@@ -108,9 +109,6 @@ func (g *globals) openStore() (*store.Store, error) {
 		fmt.Fprintln(g.stderr, "dbfork: "+msg)
 	}})
 }
-
-// openEngine locates the server binaries a recipe needs.
-var openEngine = engines.Open
 
 func loadRecipe(path string) (*recipe.Recipe, error) {
 	if path == "" {

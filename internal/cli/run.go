@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/faults"
 )
@@ -47,10 +48,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			faults.At("run:ready")
 			child := exec.Command(args[0], args[1:]...)
 			child.Stdin, child.Stdout, child.Stderr = os.Stdin, g.stdout, g.stderr
-			child.Env = os.Environ()
-			for k, v := range l.env {
-				child.Env = append(child.Env, k+"="+v)
-			}
+			child.Env = engine.WithClientPath(os.Environ(), l.env)
 			if err := child.Start(); err != nil {
 				return err
 			}

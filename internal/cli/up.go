@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/progress"
@@ -133,7 +134,7 @@ func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *i
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := openEngine(ctx, r)
+	eng, err := g.openEngine(s)(ctx, r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -141,7 +142,7 @@ func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *i
 	if err != nil {
 		return nil, nil, err
 	}
-	in, err := instance.Create(ctx, s, eng, res.Golden, instance.Options{Backend: f.backend, Settings: r.Settings})
+	in, err := instance.Create(ctx, s, eng, res.Golden, instance.Options{Backend: f.backend, Settings: r.Settings, Recipe: r.Path})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -206,6 +207,10 @@ func writeEnv(w io.Writer, env map[string]string, export bool) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Fprintf(w, "%s%s=%s\n", prefix, k, shellQuote(env[k]))
+	}
+	if dir := env[engine.ClientBinEnv]; dir != "" && export {
+		// The server's matching clients (a fetched build) come first.
+		fmt.Fprintf(w, "export PATH=%s:\"$PATH\"\n", shellQuote(dir))
 	}
 }
 

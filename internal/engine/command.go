@@ -19,10 +19,7 @@ import (
 func RunCommand(ctx context.Context, r *recipe.Recipe, st recipe.Step, connEnv map[string]string, out LogWriter) error {
 	cmd := exec.Command("/bin/sh", "-c", st.Command)
 	cmd.Dir = r.Dir
-	cmd.Env = os.Environ()
-	for k, v := range connEnv {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = WithClientPath(os.Environ(), connEnv)
 	tailBuf := &ringBuffer{max: 4096}
 	cmd.Stdout = io.MultiWriter(out, tailBuf)
 	cmd.Stderr = cmd.Stdout

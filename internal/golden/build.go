@@ -65,6 +65,24 @@ func Build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err != nil {
 		return nil, err
 	}
+	return BuildKeyed(ctx, s, eng, r, Keyed{Key: key, Inputs: inputs, Version: version}, o)
+}
+
+// Keyed is what Key computed for a recipe.
+type Keyed struct {
+	Key     string
+	Inputs  []Input
+	Version string
+}
+
+// BuildKeyed is Build for a caller that has already computed the key
+// (the daemon, which keeps its own hash cache and golden table): the
+// inputs are not hashed twice.
+func BuildKeyed(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, k Keyed, o Options) (*Result, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	key, inputs, version := k.Key, k.Inputs, k.Version
 	if g, err := Lookup(s, key); err == nil {
 		return &Result{Golden: g}, nil
 	}

@@ -21,11 +21,14 @@ const DefaultFile = "dbfork.toml"
 
 // Recipe is a parsed, validated dbfork.toml with every input file resolved.
 type Recipe struct {
-	Path     string // absolute path of the recipe file
-	Dir      string // directory relative paths are resolved against
-	Engine   string
-	Version  string // wanted major version ("15"); empty: whatever is found
-	Bindir   string // where the server binaries are; empty: search
+	Path    string // absolute path of the recipe file
+	Dir     string // directory relative paths are resolved against
+	Engine  string
+	Version string // wanted major version ("15"); empty: whatever is found
+	Bindir  string // where the server binaries are; empty: search
+	// NoFetch forbids fetching a server build into the engine cache
+	// (fetch = false): only installed or already cached servers count.
+	NoFetch  bool
 	Database string
 	Owner    string
 	Locale   string
@@ -64,10 +67,24 @@ type Pool struct {
 	Hot []string
 }
 
+// MaxPoolSize is the largest max a pool may have.
+const MaxPoolSize = 256
+
+// CheckSize is the one pool-size rule: recipes and API calls that override
+// a recipe's sizes both apply it (the pool package only keeps its own
+// structural invariant).
+func (p Pool) CheckSize() error {
+	if p.Min < 0 || p.Max < 1 || p.Min > p.Max || p.Max > MaxPoolSize {
+		return fmt.Errorf("pool needs 0 <= min <= max and 1 <= max <= %d (got min=%d max=%d)", MaxPoolSize, p.Min, p.Max)
+	}
+	return nil
+}
+
 type rawRecipe struct {
 	Engine   string         `toml:"engine"`
 	Version  string         `toml:"version"`
 	Bindir   string         `toml:"bindir"`
+	Fetch    *bool          `toml:"fetch"`
 	Database string         `toml:"database"`
 	Owner    string         `toml:"owner"`
 	Locale   string         `toml:"locale"`
@@ -191,6 +208,7 @@ func (r *Recipe) fill(name string, raw *rawRecipe) error {
 	if raw.Bindir != "" {
 		r.Bindir = r.resolve(raw.Bindir)
 	}
+	r.NoFetch = raw.Fetch != nil && !*raw.Fetch
 	r.Database = orDefault(raw.Database, "app")
 	r.Owner = orDefault(raw.Owner, "app")
 	for key, v := range map[string]string{"database": r.Database, "owner": r.Owner} {
@@ -259,8 +277,8 @@ func (r *Recipe) fillPool(name string, raw *rawPool) error {
 	if raw.Max != nil {
 		r.Pool.Max = *raw.Max
 	}
-	if r.Pool.Min < 0 || r.Pool.Max < 1 || r.Pool.Min > r.Pool.Max || r.Pool.Max > 256 {
-		return errs.Invalid("%s: pool needs 0 <= min <= max and 1 <= max <= 256 (got min=%d max=%d)", name, r.Pool.Min, r.Pool.Max)
+	if err := r.Pool.CheckSize(); err != nil {
+		return errs.Invalid("%s: %w", name, err)
 	}
 	return nil
 }

@@ -1,10 +1,17 @@
-// Package engines picks the engine implementation a recipe names.
+// Package engines picks the engine implementation a recipe names: an
+// installed server when one matches, else a build from the engine cache
+// (fetched on demand).
 package engines
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/engine/fetch"
 	"github.com/dbfork/dbfork/internal/engine/mysql"
 	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/errs"
@@ -34,4 +41,69 @@ func open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
 		return mysql.New(ctx, mysql.MySQL, r.Bindir, r.Version)
 	}
 	return nil, errs.Unsupported("engine %q is not supported (use postgres, mariadb or mysql)", r.Engine)
+}
+
+// Opener opens engines with an engine cache behind the installed ones.
+type Opener struct {
+	Cache   *fetch.Cache // nil: installed servers only
+	Offline *fetch.Cache // the same cache with downloads off (recipes with fetch = false)
+}
+
+// NewOpener returns an Opener over the cache o describes.
+func NewOpener(o fetch.Options) *Opener {
+	off := o
+	off.Offline = true
+	return &Opener{Cache: fetch.New(o), Offline: fetch.New(off)}
+}
+
+// Open returns an installed server matching the recipe, else (when the
+// recipe names a version and no bindir) a cached or fetched build.
+func (o *Opener) Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
+	eng, err := Open(ctx, r)
+	if err == nil || o == nil || o.Cache == nil || r.Bindir != "" || r.Version == "" || !errors.Is(err, errs.ErrMissingTool) {
+		return eng, err
+	}
+	if _, perr := fetch.PackageFor(r.Engine); perr != nil {
+		return nil, err
+	}
+	cache := o.Cache
+	if r.NoFetch {
+		cache = o.Offline
+	}
+	in, ferr := cache.Ensure(ctx, r.Engine, r.Version)
+	if ferr != nil {
+		return nil, fmt.Errorf("no installed %s %s, and the engine cache cannot supply one: %w", r.Engine, r.Version, ferr)
+	}
+	return OpenInstalled(ctx, in, cache)
+}
+
+// OpenInstalled opens a build from the engine cache.
+func OpenInstalled(ctx context.Context, in *fetch.Installed, cache *fetch.Cache) (engine.Engine, error) {
+	switch in.Engine {
+	case "postgres":
+		return postgres.NewAt(ctx, filepath.Join(in.Dir, "bin"), ClientDirs(cache))
+	case "mariadb":
+		return mysql.NewAt(ctx, mysql.MariaDB, in.Dir)
+	}
+	return nil, errs.Unsupported("engine cache entry %s: unknown engine %q", in.Name, in.Engine)
+}
+
+// ClientDirs are the cached PostgreSQL builds that carry client tools, so
+// a server build without them can borrow a newer psql and pg_restore.
+func ClientDirs(cache *fetch.Cache) []string {
+	if cache == nil {
+		return nil
+	}
+	all, _ := cache.List()
+	var dirs []string
+	for _, in := range all {
+		if in.Engine != "postgres" {
+			continue
+		}
+		bin := filepath.Join(in.Dir, "bin")
+		if _, err := os.Stat(filepath.Join(bin, "psql")); err == nil {
+			dirs = append(dirs, bin)
+		}
+	}
+	return dirs
 }

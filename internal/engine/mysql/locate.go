@@ -16,7 +16,31 @@ type Binaries struct {
 	Server  string // mariadbd / mysqld
 	Install string // mariadb-install-db (MariaDB only)
 	Client  string // mariadb / mysql
+	Basedir string // the install's root when it is not a system install (fetched builds)
 	Info    ServerInfo
+}
+
+// LocateAt uses the install rooted at basedir as it is (a fetched build:
+// bin/mariadbd, bin/mariadb, scripts/mariadb-install-db, share/).
+func LocateAt(ctx context.Context, flavor Flavor, basedir string) (*Binaries, error) {
+	b := &Binaries{Basedir: basedir, Server: filepath.Join(basedir, "bin", "mariadbd"),
+		Install: filepath.Join(basedir, "scripts", "mariadb-install-db"), Client: filepath.Join(basedir, "bin", "mariadb")}
+	if flavor != MariaDB {
+		b.Server, b.Install, b.Client = filepath.Join(basedir, "bin", "mysqld"), "", filepath.Join(basedir, "bin", "mysql")
+	}
+	for _, p := range []string{b.Server, b.Install, b.Client} {
+		if p != "" && !executable(p) {
+			return nil, errs.MissingTool("%s install in %s lacks %s", flavor, basedir, filepath.Base(p))
+		}
+	}
+	out, err := exec.CommandContext(ctx, b.Server, "--no-defaults", "--version").CombinedOutput()
+	if err != nil {
+		return nil, errs.Unsupported("%s in %s cannot run: %v: %s", filepath.Base(b.Server), basedir, err, strings.TrimSpace(string(out)))
+	}
+	if b.Info, err = ParseVersion(string(out)); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 func executable(p string) bool {

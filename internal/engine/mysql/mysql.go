@@ -29,6 +29,15 @@ func New(ctx context.Context, flavor Flavor, bindir, want string) (*Engine, erro
 	return &Engine{Bin: b}, nil
 }
 
+// NewAt uses the install rooted at basedir (a fetched build).
+func NewAt(ctx context.Context, flavor Flavor, basedir string) (*Engine, error) {
+	b, err := LocateAt(ctx, flavor, basedir)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{Bin: b}, nil
+}
+
 func (e *Engine) Name() string { return string(e.Bin.Info.Flavor) }
 
 func (e *Engine) Version(ctx context.Context) (string, error) { return e.Bin.Info.Line, nil }
@@ -58,7 +67,11 @@ func (e *Engine) Init(ctx context.Context, spec engine.InitSpec) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, tool, append(initArgs(e.Bin.Info, spec.DataDir), "--tmpdir="+tmp)...)
+	args := append(initArgs(e.Bin.Info, spec.DataDir), "--tmpdir="+tmp)
+	if e.Bin.Basedir != "" {
+		args = append(args, "--basedir="+e.Bin.Basedir)
+	}
+	cmd := exec.CommandContext(ctx, tool, args...)
 	cmd.Env = engine.BaseEnv()
 	cmd.Dir = filepath.Dir(spec.DataDir)
 	cmd.SysProcAttr = engine.RunAs(spec.User)
@@ -149,6 +162,9 @@ func (e *Engine) Conn(srv *engine.Server) engine.Conn {
 	}
 	if srv.Listen {
 		env["MYSQL_HOME"] = clientDir(srv) // my.cnf: user, host, port, database
+	}
+	if e.Bin.Basedir != "" {
+		env[engine.ClientBinEnv] = filepath.Dir(e.Bin.Client)
 	}
 	socketURL := fmt.Sprintf("mysql://%s@localhost/%s?socket=%s", srv.User, srv.Database, url.QueryEscape(sock))
 	c := engine.Conn{URL: u.String(), SocketURL: socketURL, Env: env}

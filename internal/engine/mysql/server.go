@@ -56,6 +56,9 @@ func (e *Engine) argv(spec engine.StartSpec, port int) []string {
 		"--pid-file=" + e.PIDFile(spec.DataDir),
 		fmt.Sprintf("--port=%d", port),
 	}
+	if e.Bin.Basedir != "" {
+		argv = append(argv, "--basedir="+e.Bin.Basedir)
+	}
 	if spec.Listen {
 		argv = append(argv, "--bind-address=127.0.0.1")
 	} else {

@@ -16,8 +16,13 @@ import (
 	"github.com/dbfork/dbfork/internal/errs"
 )
 
-// binaries every golden build and instance needs, all from one bindir.
-var needed = []string{"postgres", "initdb", "psql", "pg_restore", "pg_controldata"}
+// needed are the server binaries every golden build and instance needs,
+// all from one bindir; clientTools load SQL files and dumps and may come
+// from another (a fetched server build has none).
+var (
+	needed      = []string{"postgres", "initdb"}
+	clientTools = []string{"psql", "pg_restore"}
+)
 
 // Locate finds a bindir holding the PostgreSQL server binaries: the
 // recipe's bindir, else `pg_config --bindir`, else the dirs of postgres and
@@ -31,10 +36,8 @@ func Locate(ctx context.Context, bindir, want string) (string, string, error) {
 			return "", "", false
 		}
 		looked = append(looked, dir)
-		for _, b := range needed {
-			if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-				return "", "", false
-			}
+		if !hasAll(dir, needed) {
+			return "", "", false
 		}
 		if err := engine.TrustedBinaries(dir, needed); err != nil {
 			untrusted = err
@@ -66,12 +69,49 @@ func Locate(ctx context.Context, bindir, want string) (string, string, error) {
 	return "", "", errs.MissingTool("PostgreSQL %sserver binaries not found (looked in %s); install them with `apt-get install postgresql%s` or set bindir in dbfork.toml", versionLabel(want), strings.Join(dedupe(looked), ", "), dashVersion(want))
 }
 
+func hasAll(dir string, names []string) bool {
+	for _, b := range names {
+		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// ClientDir picks the bindir whose psql and pg_restore load into a server
+// in serverDir: the server's own, else the newest of extra (other
+// installs, e.g. fetched ones) and the system's. A newer client works
+// against an older server; an older psql still runs plain SQL files.
+func ClientDir(ctx context.Context, serverDir string, extra []string) (string, error) {
+	if hasAll(serverDir, clientTools) {
+		return serverDir, nil
+	}
+	best, bestMajor := "", -1
+	for _, dir := range dedupe(append(append([]string{}, extra...), candidates(ctx)...)) {
+		if dir == "" || !hasAll(dir, clientTools) {
+			continue
+		}
+		out, err := exec.CommandContext(ctx, filepath.Join(dir, "psql"), "--version").Output()
+		if err != nil {
+			continue
+		}
+		m := regexp.MustCompile(`([0-9]+)`).FindString(strings.TrimPrefix(string(out), "psql (PostgreSQL)"))
+		if n, _ := strconv.Atoi(m); n > bestMajor {
+			best, bestMajor = dir, n
+		}
+	}
+	if best == "" {
+		return "", errs.MissingTool("no PostgreSQL client tools (%s) for the server in %s; install them: apt-get install postgresql-client", strings.Join(clientTools, ", "), serverDir)
+	}
+	return best, nil
+}
+
 func candidates(ctx context.Context) []string {
 	var dirs []string
 	if out, err := exec.CommandContext(ctx, "pg_config", "--bindir").Output(); err == nil {
 		dirs = append(dirs, strings.TrimSpace(string(out)))
 	}
-	for _, b := range []string{"postgres", "initdb"} {
+	for _, b := range []string{"postgres", "initdb", "psql"} {
 		if p, err := exec.LookPath(b); err == nil {
 			if real, err := filepath.EvalSymlinks(p); err == nil {
 				dirs = append(dirs, filepath.Dir(real))

@@ -7,17 +7,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/recipe"
 )
 
 // Postgres is a located PostgreSQL installation.
 type Postgres struct {
-	Bindir  string
-	version string
+	Bindir       string // server binaries (postgres, initdb)
+	ClientBindir string // psql, pg_restore (the server's own when it has them)
+	// exportClient puts ClientBindir into connection envs (fetched
+	// servers: the system's psql on PATH may not be the right one).
+	exportClient bool
+	version      string
 }
 
 // New locates binaries for a recipe (bindir, version).
@@ -26,14 +32,42 @@ func New(ctx context.Context, bindir, want string) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Postgres{Bindir: dir, version: v}, nil
+	client, err := ClientDir(ctx, dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Postgres{Bindir: dir, ClientBindir: client, version: v}, nil
+}
+
+// NewAt uses the server in bindir as it is (a fetched build); client
+// tools come from there or the newest of clientDirs and the system's.
+func NewAt(ctx context.Context, bindir string, clientDirs []string) (*Postgres, error) {
+	if !hasAll(bindir, needed) {
+		return nil, errs.MissingTool("no PostgreSQL server binaries (%s) in %s", strings.Join(needed, ", "), bindir)
+	}
+	v, err := serverVersion(ctx, bindir)
+	if err != nil {
+		return nil, err
+	}
+	client, err := ClientDir(ctx, bindir, clientDirs)
+	if err != nil {
+		return nil, err
+	}
+	return &Postgres{Bindir: bindir, ClientBindir: client, version: v, exportClient: true}, nil
 }
 
 func (p *Postgres) Name() string { return "postgres" }
 
 func (p *Postgres) Version(ctx context.Context) (string, error) { return p.version, nil }
 
-func (p *Postgres) bin(name string) string { return filepath.Join(p.Bindir, name) }
+func (p *Postgres) bin(name string) string {
+	for _, c := range clientTools {
+		if c == name {
+			return filepath.Join(p.ClientBindir, name)
+		}
+	}
+	return filepath.Join(p.Bindir, name)
+}
 
 // walSegMB is the WAL segment size of goldens. A clone recycles the
 // golden's segments, and on OverlayFS the first write to one copies the
@@ -107,6 +141,9 @@ func (p *Postgres) Conn(srv *engine.Server) engine.Conn {
 		url = socketURL // a build server has no TCP listener
 	}
 	env["DATABASE_URL"] = url
+	if p.exportClient {
+		env[engine.ClientBinEnv] = p.ClientBindir
+	}
 	return engine.Conn{URL: url, SocketURL: socketURL, Env: env}
 }
 

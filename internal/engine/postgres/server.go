@@ -2,10 +2,11 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -71,6 +72,9 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 	if spec.Profile == engine.ProfileTest {
 		for k, v := range testProfile {
 			settings[k] = v
+		}
+		if p.ClonesDatabases() {
+			settings["file_copy_method"] = "clone"
 		}
 	}
 	if spec.Password != "" {
@@ -191,26 +195,37 @@ func (p *Postgres) Stop(ctx context.Context, srv *engine.Server, clean bool) err
 	return engine.StopRecorded(ctx, srv, clean)
 }
 
-// CheckCleanShutdown asks pg_controldata whether the cluster was shut down
-// cleanly, so that no clone ever starts with crash recovery.
+// CheckCleanShutdown reads the cluster state from global/pg_control, so
+// that no clone ever starts with crash recovery. The state is the fourth
+// field (after the system identifier, the pg_control and catalog
+// versions) in every release since 9.x; 1 is "shut down". Reading it
+// needs no pg_controldata, which fetched server builds lack.
 func (p *Postgres) CheckCleanShutdown(ctx context.Context, dataDir, _ string) error {
-	cmd := exec.CommandContext(ctx, p.bin("pg_controldata"), "-D", dataDir)
-	cmd.Env = engine.BaseEnv()
-	out, err := cmd.CombinedOutput()
+	f, err := os.Open(filepath.Join(dataDir, "global", "pg_control"))
 	if err != nil {
-		return fmt.Errorf("pg_controldata: %v: %s", err, engine.Tail(string(out), 3))
+		return fmt.Errorf("read cluster state: %w", err)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "Database cluster state:") {
-			state := strings.TrimSpace(strings.TrimPrefix(line, "Database cluster state:"))
-			if state != "shut down" {
-				return errors.New("cluster state after stop is " + state + ", not shut down")
-			}
-			return nil
+	defer f.Close()
+	var head [20]byte
+	if _, err := io.ReadFull(f, head[:]); err != nil {
+		return fmt.Errorf("read cluster state: %w", err)
+	}
+	state := binary.NativeEndian.Uint32(head[16:20])
+	if state != dbShutdowned {
+		name := fmt.Sprintf("state %d", state)
+		if int(state) < len(dbStates) {
+			name = dbStates[state]
 		}
+		return errors.New("cluster state after stop is " + name + ", not shut down")
 	}
-	return errors.New("pg_controldata printed no cluster state")
+	return nil
 }
+
+// dbStates are pg_control's DBState values, in order.
+var dbStates = []string{"starting up", "shut down", "shut down in recovery", "shutting down",
+	"in crash recovery", "in archive recovery", "in production"}
+
+const dbShutdowned = 1
 
 func writeHBA(spec engine.StartSpec) (string, error) {
 	if spec.RunDir == "" {

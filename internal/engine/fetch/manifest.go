@@ -1,0 +1,125 @@
+package fetch
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// ManifestFile is written last into an install dir: a dir without it is
+// not an installed engine.
+const ManifestFile = "dbfork-engine.json"
+
+// Manifest describes one installed build.
+type Manifest struct {
+	Engine        string    `json:"engine"`
+	Version       string    `json:"version"` // the package version (16.4.0)
+	Arch          string    `json:"arch"`
+	Server        string    `json:"server"` // what the server says it is (postgres -V)
+	Source        string    `json:"source"` // maven:GROUP:ARTIFACT:VERSION via ...
+	ArchiveSHA256 string    `json:"archive_sha256"`
+	ArchiveSHA1   string    `json:"archive_sha1"`
+	Installed     time.Time `json:"installed"`
+	Files         []File    `json:"files"`
+}
+
+// File is one entry of an installed tree.
+type File struct {
+	Path   string      `json:"path"`
+	Mode   fs.FileMode `json:"mode"`
+	Size   int64       `json:"size,omitempty"`
+	SHA256 string      `json:"sha256,omitempty"`
+	Link   string      `json:"link,omitempty"`
+}
+
+// listTree records every file of dir with its hash.
+func listTree(dir string) ([]File, error) {
+	var files []File
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		f := File{Path: rel, Mode: info.Mode()}
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			if f.Link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case info.Mode().IsRegular():
+			f.Size = info.Size()
+			if f.SHA256, err = fileSHA256(p); err != nil {
+				return err
+			}
+		}
+		files = append(files, f)
+		return nil
+	})
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, err
+}
+
+// check compares the tree with its manifest: every file present with
+// its type, mode and size (full hashes when deep), nothing writable by
+// others.
+func (m *Manifest) check(dir string, deep bool) error {
+	for _, f := range m.Files {
+		p := filepath.Join(dir, f.Path)
+		info, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Path, err)
+		}
+		if info.Mode() != f.Mode {
+			return fmt.Errorf("%s: mode %v, manifest says %v", f.Path, info.Mode(), f.Mode)
+		}
+		if info.Mode().IsRegular() && info.Size() != f.Size {
+			return fmt.Errorf("%s: %d bytes, manifest says %d", f.Path, info.Size(), f.Size)
+		}
+		if deep && f.SHA256 != "" {
+			sum, err := fileSHA256(p)
+			if err != nil {
+				return err
+			}
+			if sum != f.SHA256 {
+				return fmt.Errorf("%s: content differs from the manifest", f.Path)
+			}
+		}
+	}
+	return nil
+}
+
+func readManifest(dir string) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ManifestFile), err)
+	}
+	return &m, nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

