@@ -104,3 +104,7 @@ def world():
     subprocess.run(["umount", "-R", root], capture_output=True)  # only if a failure left something
     shutil.rmtree(root, ignore_errors=True)
     assert not left, "instances left: %r" % left
+
+
+# The Django project is run by test_django.py in its own processes.
+collect_ignore = ["django_project"]
