@@ -132,3 +132,14 @@ def test_pytest_django_xdist(world, tmp_path, engine):
     assert r.returncode == 0, out
     assert "9 passed" in out, out
     check_isolated(world, records(tmp_path), 8)
+
+
+def test_readme_shows_the_runner_and_recipe():
+    with open(os.path.join(PKG, "README.md")) as f:
+        readme = f.read()
+    with open(os.path.join(HERE, "django_project", "mysite", "settings.py")) as f:
+        settings = f.read()
+    line = 'TEST_RUNNER = "pytest_dbfork.django.DbforkRunner"'
+    assert line in readme and line in settings
+    assert 'run = "python manage.py migrate --noinput"' in readme
+    assert 'inputs = ["manage.py", "mysite/settings.py", "notes/models.py", "notes/migrations/0001_initial.py"]' in readme
