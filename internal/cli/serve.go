@@ -82,7 +82,7 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 	}
 	defer lock.Release()
 	_ = os.Remove(sock) // left by a daemon that was killed: we hold the lock now
-	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s)})
+	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s), Remote: g.remote(s, registryFlags{})})
 	closeDaemon := func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()

@@ -15,7 +15,6 @@ import (
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
-	"github.com/dbfork/dbfork/internal/progress"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
@@ -138,7 +137,7 @@ func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *i
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := golden.Build(ctx, s, eng, r, golden.Options{Progress: progress.New(g.stderr), Log: g.log})
+	res, err := golden.Build(ctx, s, eng, r, g.buildOptions(s, registryFlags{}))
 	if err != nil {
 		return nil, nil, err
 	}

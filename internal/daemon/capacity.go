@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
 )
@@ -15,16 +16,12 @@ import (
 // with small shared_buffers, MariaDB/MySQL with a 64 MiB buffer pool.
 // Disk: what a copy-on-write clone owns after start and a short test; a
 // plain copy owns the whole golden.
-const (
-	pgMemory    = 48 << 20
-	mysqlMemory = 192 << 20
-	cowDisk     = 64 << 20
-)
+const cowDisk = 64 << 20
 
 func perInstance(engineName, backendName string, goldenBytes int64) (mem, disk uint64) {
-	mem = pgMemory
-	if engineName != "postgres" {
-		mem = mysqlMemory
+	mem = 192 << 20 // an engine dbfork does not know: the larger figure
+	if e, err := engines.Lookup(engineName); err == nil {
+		mem = e.MemoryPerInstance
 	}
 	disk = cowDisk
 	if backendName == "copy" {

@@ -46,6 +46,8 @@ type Options struct {
 	Log   *slog.Logger
 	// OpenEngine locates a recipe's server binaries.
 	OpenEngine func(ctx context.Context, r *recipe.Recipe) (engine.Engine, error)
+	// Remote serves recipes' [cache] (pull instead of build); nil: none.
+	Remote golden.Remote
 	// Backoff after a failed instance start (default 1 s, doubling).
 	Backoff time.Duration
 	// Watch is how often lease holders and TTLs are checked (default 100 ms).
@@ -215,7 +217,7 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 		}
 	}
 	res, err := golden.BuildKeyed(ctx, d.o.Store, eng, r,
-		golden.Keyed{Key: key, Inputs: inputs, Version: version}, golden.Options{Log: d.o.Log})
+		golden.Keyed{Key: key, Inputs: inputs, Version: version}, golden.Options{Log: d.o.Log, Remote: d.o.Remote})
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/testenv"
 )
 
 func exec1(t *testing.T, dsn, sql string) {
@@ -34,8 +35,25 @@ func exec1(t *testing.T, dsn, sql string) {
 // database) and brings back the golden's rows only; connections opened
 // before it are broken.
 func TestResetInPlace(t *testing.T) {
-	w := newWorld(t, "[pool]\nmin = 0\nmax = 2\n")
-	l := w.acquire(api.AcquireRequest{})
+	// A mounted clone (overlay) is remade in place; plain-dir clones
+	// (copy, reflink) are made beside the running server and swapped in.
+	for _, b := range []string{"overlay", "copy", "reflink"} {
+		t.Run(b, func(t *testing.T) {
+			testenv.RequireRoot(t)
+			root := testenv.Dir(t)
+			if b == "reflink" {
+				root = testenv.LoopFS(t, "xfs", 1<<30)
+			}
+			resetInPlace(t, newWorldAt(t, root, "", "[pool]\nmin = 0\nmax = 2\n"), b)
+		})
+	}
+}
+
+func resetInPlace(t *testing.T, w *world, backendName string) {
+	l := w.acquire(api.AcquireRequest{Backend: backendName})
+	if l.Backend != backendName {
+		t.Fatalf("backend %s, want %s", l.Backend, backendName)
+	}
 	if l.Fresh != api.FreshReset {
 		t.Errorf("fresh %q on PostgreSQL %s, want %q", l.Fresh, "15", api.FreshReset)
 	}
@@ -63,6 +81,9 @@ func TestResetInPlace(t *testing.T) {
 		}
 		if got := query(t, r.SocketDSN, "select count(*)::text from pg_tables where tablename = 'scratch'"); got[0] != "0" {
 			t.Fatalf("a table made before reset %d survived it", i)
+		}
+		if len(r.ResetSteps) == 0 || r.ResetSteps["start"] <= 0 {
+			t.Errorf("reset steps %v", r.ResetSteps)
 		}
 	}
 	if _, err := old.Exec(ctx, "select 1"); err == nil {

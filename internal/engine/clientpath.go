@@ -34,3 +34,18 @@ func WithClientPath(base []string, connEnv map[string]string) []string {
 	}
 	return append(env, "PATH="+dir+string(os.PathListSeparator)+path)
 }
+
+// ClientCommand resolves name the way a shell with WithClientPath's PATH
+// would: the matching client in the connection's client dir first.
+// (exec.Command looks names up in the caller's PATH, not the child's.)
+func ClientCommand(name string, connEnv map[string]string) string {
+	dir := connEnv[ClientBinEnv]
+	if dir == "" || strings.ContainsRune(name, os.PathSeparator) {
+		return name
+	}
+	p := dir + string(os.PathSeparator) + name
+	if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+		return p
+	}
+	return name
+}

@@ -36,6 +36,12 @@ type CleanChecker interface {
 type Options struct {
 	Progress *progress.Reporter
 	Log      *slog.Logger
+	// Remote serves the recipe's [cache]: pull before building, push
+	// after. Nil: no cache.
+	Remote Remote
+	// Warn gets one line for the user when something went wrong that did
+	// not stop the command (a failed pull or push of the cache).
+	Warn func(string)
 }
 
 // Result says what Build did.
@@ -43,6 +49,8 @@ type Result struct {
 	Golden *Golden
 	Built  bool // false: it was already in the store (maybe built meanwhile by another process)
 	Waited bool // another process was building the same key
+	Pulled bool // fetched from the recipe's [cache] from
+	Pushed bool // sent to the recipe's [cache] to after the build
 }
 
 // Files in a build dir besides data/.
@@ -107,7 +115,25 @@ func BuildKeyed(ctx context.Context, s *store.Store, eng engine.Engine, r *recip
 		return nil, err
 	}
 	ReapBuilds(ctx, s, key, o.Log)
+	if fetchRemote(ctx, s, key, r.Cache.From, o) {
+		if g, err := Lookup(s, key); err == nil {
+			o.Progress.Done(false)
+			res.Golden, res.Pulled = g, true
+			return res, nil
+		}
+	}
 	g, err := build(ctx, s, eng, r, key, version, inputs, o)
+	if err == nil && r.Cache.To != "" && o.Remote != nil {
+		// The golden is published: a failed push is said, not fatal.
+		if perr := sendRemote(ctx, s, g, r.Cache.To, o); perr != nil {
+			o.Log.Warn("could not push the golden to the cache", "repo", r.Cache.To, "err", perr)
+			if o.Warn != nil {
+				o.Warn("built golden " + short(key) + " but could not push it to " + r.Cache.To + ": " + perr.Error())
+			}
+		} else {
+			res.Pushed = true
+		}
+	}
 	o.Progress.Done(err != nil)
 	if err != nil {
 		return nil, err
@@ -169,7 +195,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	o.Progress.Step("start build server")
 	srv, err = eng.Start(ctx, engine.StartSpec{
 		DataDir: data, SocketDir: sock, LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
-		Listen: true, Profile: engine.ProfileSafe, User: s.User,
+		Listen: true, Profile: engine.ProfileSafe, User: s.User, Settings: buildSettings(eng),
 		Database: r.Database, Owner: r.Owner,
 		// Commands (migration tools) reach the build server exactly as tests
 		// reach clones: over 127.0.0.1 with a password, which Finish drops.
@@ -246,42 +272,12 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 			m.Commands = append(m.Commands, st.Command)
 		}
 	}
-	// initdb ran with --no-sync and the loaders create files freely: every
-	// directory of the tree is synced, so no entry is lost to a crash
-	// after the manifest says the golden is complete.
-	if _, err := fsutil.SyncDirs(data); err != nil {
-		return nil, fmt.Errorf("sync golden: %w", err)
-	}
-	// From here the golden is only read. The build server is gone, so its
-	// user loses the way in: as root, the golden's dir becomes root-only
-	// (clones reach the files as root: OverlayFS looks lower files up with
-	// the mounter's credentials, reflink and copy run in dbfork), and on
-	// btrfs the data subvolume becomes read-only for everyone.
-	if err := os.Chmod(tmp, 0o700); err != nil {
-		return nil, err
-	}
-	if err := backend.FreezeDataDir(data); err != nil {
-		return nil, fmt.Errorf("make golden read-only: %w", err)
-	}
-	mdata, err := json.MarshalIndent(m, "", "  ")
+	g, err = Publish(s, tmp, m, "build")
 	if err != nil {
 		return nil, err
 	}
-	// The manifest is written last: a dir without one is not a golden.
-	if err := fsutil.WriteFileAtomic(filepath.Join(tmp, ManifestName), mdata, 0o644); err != nil {
-		return nil, err
-	}
-	faults.At("build:manifest")
-	final := s.GoldenDir(key)
-	if err := os.Rename(tmp, final); err != nil {
-		return nil, fmt.Errorf("publish golden: %w", err)
-	}
-	if err := fsutil.SyncDir(s.GoldensDir()); err != nil {
-		return nil, err
-	}
-	faults.At("build:published")
 	o.Log.Info("golden published", "key", key, "bytes", total, "seconds", m.BuildSeconds)
-	return &Golden{Key: key, Dir: final, Manifest: m}, nil
+	return g, nil
 }
 
 // keepLog saves a failed build's logs where the one who asked for the

@@ -45,7 +45,7 @@ func PG18Bindir(t testing.TB) string {
 		pg18.dir = filepath.Join(in.Dir, "bin")
 	})
 	if pg18.err != nil {
-		t.Fatalf("PostgreSQL 18 for this test: %v (scripts/lib.sh ensure_pg18 fetches it)", pg18.err)
+		t.Fatalf("PostgreSQL 18 for this test: %v (scripts/lib.sh ensure_engines fetches it)", pg18.err)
 	}
 	return pg18.dir
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/dbfork/dbfork/internal/recipe"
 )
 
-// Open locates the server binaries a recipe needs, and refuses recipe
-// settings the engine keeps for itself.
+// Open locates installed server binaries for a recipe (no engine cache),
+// and refuses recipe settings the engine keeps for itself.
 func Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
 	e, err := open(ctx, r)
 	if err != nil {
@@ -32,15 +32,11 @@ func Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
 }
 
 func open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
-	switch r.Engine {
-	case "postgres":
-		return postgres.New(ctx, r.Bindir, r.Version)
-	case "mariadb":
-		return mysql.New(ctx, mysql.MariaDB, r.Bindir, r.Version)
-	case "mysql":
-		return mysql.New(ctx, mysql.MySQL, r.Bindir, r.Version)
+	e, err := Lookup(r.Engine)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errs.Unsupported("engine %q is not supported (use postgres, mariadb or mysql)", r.Engine)
+	return e.Open(ctx, r.Bindir, r.Version)
 }
 
 // Opener opens engines with an engine cache behind the installed ones.
@@ -74,14 +70,21 @@ func (o *Opener) Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, err
 	if ferr != nil {
 		return nil, fmt.Errorf("no installed %s %s, and the engine cache cannot supply one: %w", r.Engine, r.Version, ferr)
 	}
-	return OpenInstalled(ctx, in, cache)
+	eng, err = OpenInstalled(ctx, in, cache)
+	if err != nil {
+		return nil, err
+	}
+	if err := engine.CheckSettings(eng, r.Settings); err != nil {
+		return nil, err
+	}
+	return eng, nil
 }
 
 // OpenInstalled opens a build from the engine cache.
 func OpenInstalled(ctx context.Context, in *fetch.Installed, cache *fetch.Cache) (engine.Engine, error) {
 	switch in.Engine {
 	case "postgres":
-		return postgres.NewAt(ctx, filepath.Join(in.Dir, "bin"), ClientDirs(cache))
+		return postgres.NewAt(ctx, in.BinDir(), ClientDirs(cache))
 	case "mariadb":
 		return mysql.NewAt(ctx, mysql.MariaDB, in.Dir)
 	}
@@ -100,7 +103,7 @@ func ClientDirs(cache *fetch.Cache) []string {
 		if in.Engine != "postgres" {
 			continue
 		}
-		bin := filepath.Join(in.Dir, "bin")
+		bin := in.BinDir()
 		if _, err := os.Stat(filepath.Join(bin, "psql")); err == nil {
 			dirs = append(dirs, bin)
 		}

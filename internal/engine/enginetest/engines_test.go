@@ -18,9 +18,13 @@ import (
 )
 
 func TestPostgres(t *testing.T) {
-	enginetest.Run(t, enginetest.Dialect{
+	enginetest.Run(t, postgresDialect(func(ctx context.Context) (engine.Engine, error) { return postgres.New(ctx, "", "") }))
+}
+
+func postgresDialect(open func(ctx context.Context) (engine.Engine, error)) enginetest.Dialect {
+	return enginetest.Dialect{
 		Engine: "postgres",
-		New:    func(ctx context.Context) (engine.Engine, error) { return postgres.New(ctx, "", "") },
+		New:    open,
 		Open:   func(c engine.Conn) (*sql.DB, error) { return sql.Open("pgx", c.URL) },
 		Seed: func(n int) string {
 			return fmt.Sprintf("CREATE TABLE items(id serial PRIMARY KEY, name text NOT NULL);\nINSERT INTO items(name) SELECT 'item ' || g FROM generate_series(1, %d) g;\n", n)
@@ -31,7 +35,7 @@ func TestPostgres(t *testing.T) {
 		Dump: func(t *testing.T, c engine.Conn, path string) {
 			enginetest.RunCLI(t, c, "pg_dump", "-Fc", "--no-owner", "-f", path)
 		},
-	})
+	}
 }
 
 func TestMariaDB(t *testing.T) {
@@ -40,9 +44,13 @@ func TestMariaDB(t *testing.T) {
 			t.Skip("MariaDB is not installed (apt-get install mariadb-server); CI installs it")
 		}
 	}
-	enginetest.Run(t, enginetest.Dialect{
+	enginetest.Run(t, mariadbDialect(func(ctx context.Context) (engine.Engine, error) { return mysql.New(ctx, mysql.MariaDB, "", "") }))
+}
+
+func mariadbDialect(open func(ctx context.Context) (engine.Engine, error)) enginetest.Dialect {
+	return enginetest.Dialect{
 		Engine: "mariadb",
-		New:    func(ctx context.Context) (engine.Engine, error) { return mysql.New(ctx, mysql.MariaDB, "", "") },
+		New:    open,
 		Open: func(c engine.Conn) (*sql.DB, error) {
 			dsn := c.Env["MYSQL_GO_DSN"]
 			if dsn == "" { // the wrong-password probe passes only a URL
@@ -60,7 +68,7 @@ func TestMariaDB(t *testing.T) {
 		Dump: func(t *testing.T, c engine.Conn, path string) {
 			enginetest.RunCLI(t, c, "mariadb-dump", "-h", c.Env["MYSQL_HOST"], "-P", c.Env["MYSQL_PORT"], "-u", c.Env["MYSQL_USER"], "-r", path, c.Env["MYSQL_DATABASE"])
 		},
-	})
+	}
 }
 
 // TestMySQL runs the suite against MySQL 8 where its server is installed.

@@ -292,11 +292,8 @@ func testDump(t *testing.T, d Dialect, eng engine.Engine) {
 
 // RunCLI runs a client program with the instance's environment.
 func RunCLI(t *testing.T, c engine.Conn, name string, args ...string) string {
-	cmd := exec.Command(name, args...)
-	cmd.Env = os.Environ()
-	for k, v := range c.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd := exec.Command(engine.ClientCommand(name, c.Env), args...)
+	cmd.Env = engine.WithClientPath(os.Environ(), c.Env)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v: %s", name, err, out)

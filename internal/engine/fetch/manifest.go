@@ -23,6 +23,7 @@ type Manifest struct {
 	Version       string    `json:"version"` // the package version (16.4.0)
 	Arch          string    `json:"arch"`
 	Server        string    `json:"server"` // what the server says it is (postgres -V)
+	Bindir        string    `json:"bindir"` // where the binaries are, relative to the install dir
 	Source        string    `json:"source"` // maven:GROUP:ARTIFACT:VERSION via ...
 	ArchiveSHA256 string    `json:"archive_sha256"`
 	ArchiveSHA1   string    `json:"archive_sha1"`
@@ -97,6 +98,14 @@ func (m *Manifest) check(dir string, deep bool) error {
 		}
 	}
 	return nil
+}
+
+// BinDir is the absolute dir of the install's binaries.
+func (in *Installed) BinDir() string {
+	if in.Bindir == "" {
+		return filepath.Join(in.Dir, "bin")
+	}
+	return filepath.Join(in.Dir, in.Bindir)
 }
 
 func readManifest(dir string) (*Manifest, error) {

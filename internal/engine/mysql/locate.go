@@ -33,6 +33,14 @@ func LocateAt(ctx context.Context, flavor Flavor, basedir string) (*Binaries, er
 			return nil, errs.MissingTool("%s install in %s lacks %s", flavor, basedir, filepath.Base(p))
 		}
 	}
+	for _, p := range []string{b.Server, b.Install} {
+		if p == "" {
+			continue
+		}
+		if err := engine.TrustedBinaries(filepath.Dir(p), []string{filepath.Base(p)}); err != nil {
+			return nil, errs.Invalid("%v", err)
+		}
+	}
 	out, err := exec.CommandContext(ctx, b.Server, "--no-defaults", "--version").CombinedOutput()
 	if err != nil {
 		return nil, errs.Unsupported("%s in %s cannot run: %v: %s", filepath.Base(b.Server), basedir, err, strings.TrimSpace(string(out)))
