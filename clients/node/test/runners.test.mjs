@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client, DbforkError, findSocket, globalSetup } from '../index.js';
-import { PKG, World, linkSelf } from './world.mjs';
+import { PG18_ENV, PKG, World, linkSelf } from './world.mjs';
 
 const RUNNERS = {
   vitest: { cwd: path.join(PKG, 'test/fixtures/vitest'), args: [path.join(PKG, 'node_modules/.bin/vitest'), 'run'],
@@ -81,6 +81,27 @@ if (process.getuid() !== 0) {
       }
     });
   }
+
+  test('vitest: freshDatabase() clones a database inside PostgreSQL 18', async () => {
+    const w18 = new World(); // its own store, on an XFS image
+    try {
+      const out = fs.mkdtempSync(path.join(w18.root, 'out-'));
+      const env = w18.env({ ...PG18_ENV, DBFORK_RECIPE: w18.recipes.postgres18, DBFORK_TEST_OUT: out, CI: 'true' });
+      const r = RUNNERS.vitest;
+      const res = spawnSync(process.execPath, [...r.args, 'fresh.test.js'], { cwd: r.cwd, env, encoding: 'utf8',
+        timeout: 600e3 });
+      assert.equal(res.status, 0, `vitest failed:\n${res.stdout}\n${res.stderr}`);
+      const fresh = records(out, 'fresh');
+      assert.equal(fresh.length, 1);
+      assert.equal(fresh[0].mode, 'database');
+      assert.deepEqual(fresh[0].rows, ['golden']);
+      const socket = await findSocket({ env: w18.env(PG18_ENV) });
+      assert.deepEqual(await leftLeases(socket), []);
+      await w18.waitDaemonGone();
+    } finally {
+      assert.deepEqual(w18.close(), [], 'instances left after gc');
+    }
+  });
 
   test('a worker that dies loses its lease', async () => {
     const socket = await findSocket({ env: world.env() });

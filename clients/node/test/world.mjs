@@ -16,6 +16,10 @@ const SEEDS = {
     "INSERT INTO notes(who) VALUES ('golden');\n",
 };
 
+// The engine cache the tests share (scripts/lib.sh ensure_engines fills
+// it), and a store on its own XFS image rather than a plain dir.
+export const PG18_ENV = { DBFORK_ENGINE_CACHE: '/var/cache/dbfork-ci/engines', DBFORK_STORE_FS: '' };
+
 export function dbforkBin() {
   const b = process.env.DBFORK_BIN || path.join(REPO, 'bin', 'dbfork');
   if (!fs.existsSync(b)) execFileSync('go', ['build', '-o', b, './cmd/dbfork'], { cwd: REPO, stdio: 'inherit' });
@@ -32,6 +36,9 @@ export function linkSelf() {
 }
 
 export class World {
+  // pg18: a PostgreSQL 18 recipe too (from the shared engine cache), whose
+  // leases hand out databases cloned inside the server on the store's own
+  // XFS image (env({ ...PG18_ENV })).
   constructor() {
     this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'dbfork-node-'));
     fs.chmodSync(this.root, 0o755);
@@ -46,6 +53,12 @@ export class World {
         `engine = "${engine}"\ndatabase = "app"\n[[load]]\nsql = ["seed.sql"]\n[pool]\nmin = 4\nmax = 8\n`);
       this.recipes[engine] = path.join(dir, 'dbfork.toml');
     }
+    const pg18 = path.join(this.root, 'postgres18');
+    fs.mkdirSync(pg18);
+    fs.writeFileSync(path.join(pg18, 'seed.sql'), SEEDS.postgres);
+    fs.writeFileSync(path.join(pg18, 'dbfork.toml'),
+      'engine = "postgres"\nversion = "18"\ndatabase = "app"\n[[load]]\nsql = ["seed.sql"]\n[pool]\nmin = 2\nmax = 4\n');
+    this.recipes.postgres18 = path.join(pg18, 'dbfork.toml');
   }
 
   // env for a test run: the store by DBFORK_STORE (so `dbfork daemon
@@ -87,7 +100,10 @@ export class World {
   close() {
     this.dbfork('gc', '--all');
     const ls = JSON.parse(this.dbfork('ls', '--json').stdout || '{}');
-    spawnSync('umount', ['-R', this.root]);
+    if (fs.existsSync(`${this.store}.img`)) this.dbfork('store', 'umount');
+    const mounted = fs.readFileSync('/proc/self/mounts', 'utf8').split('\n')
+      .filter((l) => (l.split(' ')[1] || '').startsWith(this.root + '/'));
+    if (mounted.length) throw new Error(`still mounted, not removing ${this.root}: ${mounted.join('; ')}`);
     fs.rmSync(this.root, { recursive: true, force: true });
     return ls.instances || [];
   }
