@@ -72,8 +72,9 @@ run() { # label, env...
   t0=$(date +%s.%N)
   out="$(env "$@" "$py" manage.py test --parallel 4 --timing --noinput notes 2>&1)" || { echo "$out" >&2; exit 1; }
   t1=$(date +%s.%N)
-  printf '%s setup=%ss wall=%.2fs\n' "$label" \
-    "$(printf '%s\n' "$out" | awk '/Total database setup took/{print $5; exit}' | tr -d 's,')" "$(echo "$t1 - $t0" | bc)"
+  took() { printf '%s\n' "$out" | awk -v k="$1" 'index($0, k) {print $NF; exit}' | tr -d 's,' | grep . || echo -; }
+  printf '%s setup=%ss create=%ss clone=%ss wall=%.2fs\n' "$label" "$(took 'Total database setup took')" \
+    "$(took "Creating 'default' took")" "$(took "Cloning 'default' took")" "$(echo "$t1 - $t0" | bc)"
 }
 for i in $(seq "$runs"); do
   run "django-own(template+mysqldump x4)" DATABASE_URL="$url" DJANGO_SETTINGS_MODULE=mysite.settings_django
