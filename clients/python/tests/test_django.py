@@ -16,6 +16,7 @@ import pytest
 
 from pytest_dbfork import Client
 from pytest_dbfork.client import find_socket
+from test_plugin import plugin_args
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.dirname(HERE)
@@ -125,7 +126,7 @@ def test_manage_py_test_parallel(world, tmp_path, engine):
 def test_pytest_django_xdist(world, tmp_path, engine):
     d = project(world, engine)
     env = env_for(world, engine, tmp_path, DJANGO_SETTINGS_MODULE="mysite.settings")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_dbfork.plugin",
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(),
                         "-n", "4", "--dbfork-recipe", "dbfork.toml", "test_pytest_django.py"],
                        cwd=d, env=env, capture_output=True, text=True, timeout=900)
     out = r.stdout + r.stderr
