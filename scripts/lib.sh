@@ -87,3 +87,19 @@ ensure_engines() {
   done
   rm -rf "$store"
 }
+
+# ensure_client_deps VENV: what the Node, Django and Java client tests need
+# beyond Debian's packages: Vitest, Jest and the pg/mysql2 drivers (npm,
+# into clients/node), Django, pytest-django, PyMySQL and a psycopg new
+# enough for Django (pip, into VENV); downloads cached under
+# /var/cache/dbfork-ci so a re-run fetches nothing.
+ensure_client_deps() {
+  local venv="$1"
+  command -v npm >/dev/null 2>&1 || ensure_packages nodejs npm
+  command -v mvn >/dev/null 2>&1 || ensure_packages maven
+  mkdir -p /var/cache/dbfork-ci/npm /var/cache/dbfork-ci/pip
+  (cd "$REPO/clients/node" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
+    --cache /var/cache/dbfork-ci/npm >/dev/null)
+  "$venv/bin/pip" install -q --cache-dir /var/cache/dbfork-ci/pip "django>=5.2,<6" "pytest-django>=4.9" \
+    "pymysql>=1.1" "psycopg>=3.1.8"
+}

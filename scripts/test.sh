@@ -23,5 +23,10 @@ venv="$(mktemp -d)"
 trap 'rm -rf "$venv" "$REPO/clients/python/build"' EXIT
 /usr/bin/python3 -m venv --system-site-packages "$venv"
 "$venv/bin/pip" install -q --no-build-isolation --no-deps ./clients/python
+# Django and pytest-django (tests/test_django.py), Vitest and Jest (npm),
+# JUnit 5 (mvn).
+ensure_client_deps "$venv"
 (cd clients/python && "$venv/bin/python" -m pytest -q -p no:cacheprovider tests)
 prove clients/perl/t
+(cd clients/node && npm test)
+clients/java/run-tests.sh

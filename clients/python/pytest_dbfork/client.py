@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
@@ -139,6 +140,22 @@ class Client:
 
     def drop_database(self, lease_id, name):
         self._call("DELETE", "/v1/leases/%s/databases/%s" % (lease_id, name))
+
+    def keep_alive(self, every=1.0):
+        """Touches the daemon every `every` seconds from a background
+        thread, so a daemon started on demand does not leave while a test
+        runner is still starting its workers (a touch counts as a call).
+        Returns the function that stops it."""
+        stop = threading.Event()
+
+        def loop():
+            while not stop.wait(every):
+                try:
+                    self._call("GET", "/v1/health?touch=1")
+                except (OSError, DbforkError, ValueError):
+                    pass
+        threading.Thread(target=loop, name="dbfork-keep-alive", daemon=True).start()
+        return stop.set
 
     def leases(self):
         return self._call("GET", "/v1/leases")["leases"]

@@ -73,6 +73,10 @@ def pytest_configure(config):
     config._dbfork = _Dbfork(config)
     from . import fresh
     config.pluginmanager.register(fresh, "dbfork-fresh")
+    if config.pluginmanager.hasplugin("django"):
+        # Registered after pytest-django, so this django_db_setup wins.
+        from . import djangodb
+        config.pluginmanager.register(djangodb, "dbfork-django")
     _prepare_for_workers(config)
 
 
@@ -92,10 +96,18 @@ def _prepare_for_workers(config):
         return
     try:
         sock = find_socket(d.store)
-        Client(socket_path=sock).ensure_golden(d.recipe)
+        c = Client(socket_path=sock)
+        c.ensure_golden(d.recipe)
     except (DbforkError, OSError, ValueError):
         return
     os.environ["DBFORK_SOCKET"] = sock
+    config._dbfork_keep_alive = c.keep_alive()
+
+
+def pytest_unconfigure(config):
+    stop = getattr(config, "_dbfork_keep_alive", None)
+    if stop:
+        stop()
 
 
 @pytest.fixture(scope="session")

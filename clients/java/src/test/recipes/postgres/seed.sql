@@ -1,0 +1,1 @@
+create table notes(id serial primary key, who text not null); insert into notes(who) values ('golden');

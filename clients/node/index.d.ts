@@ -1,0 +1,93 @@
+// Types of @dbfork/node. The API's JSON is described in docs/api.md of
+// the dbfork repository; fields not listed here are passed through.
+
+export declare class DbforkError extends Error {
+  /** The daemon's error kind: invalid, not_found, busy, unsupported, missing_tool, unavailable, internal, ... */
+  kind: string;
+  /** The HTTP status (0 when the daemon was not reached). */
+  status: number;
+  constructor(message: string, kind?: string, status?: number);
+}
+
+export interface Lease {
+  id: string;
+  golden: string;
+  engine: string;
+  backend: string;
+  dsn: string;
+  socket_dsn?: string;
+  /** DATABASE_URL and the engine's variables (PG*, MYSQL_*), DBFORK_INSTANCE. */
+  env: Record<string, string>;
+  holder_pid?: number;
+  acquire_ms?: number;
+  /** How this lease gives a test the golden's data again. */
+  fresh: 'database' | 'reset';
+  [field: string]: unknown;
+}
+
+export interface Database {
+  name: string;
+  dsn: string;
+  socket_dsn?: string;
+  env: Record<string, string>;
+  ms?: number;
+  [field: string]: unknown;
+}
+
+export interface AcquireOptions {
+  backend?: string;
+  min?: number;
+  max?: number;
+  ttl_seconds?: number;
+  wait_seconds?: number;
+  pid?: number;
+}
+
+export declare class Client {
+  constructor(socketPath: string, opts?: { timeoutMs?: number });
+  socketPath: string;
+  call(method: string, path: string, body?: unknown): Promise<any>;
+  health(): Promise<Record<string, unknown>>;
+  ensureGolden(recipe: string): Promise<Record<string, unknown>>;
+  acquire(recipe: string, opts?: AcquireOptions): Promise<Lease>;
+  release(id: string): Promise<void>;
+  reset(id: string): Promise<Lease>;
+  createDatabase(id: string): Promise<Database>;
+  dropDatabase(id: string, name: string): Promise<void>;
+  leases(): Promise<Lease[]>;
+}
+
+/** The API socket by the rule of docs/api.md ("Finding the daemon"). */
+export declare function findSocket(opts?: { store?: string; env?: NodeJS.ProcessEnv }): Promise<string>;
+
+export interface GlobalSetupOptions {
+  /** dbfork.toml; default $DBFORK_RECIPE or ./dbfork.toml. */
+  recipe?: string;
+  /** A store of your own (passed as `dbfork --store`); default dbfork's. */
+  store?: string;
+  /** Clone backend: auto, btrfs, reflink, overlay, copy. */
+  backend?: string;
+}
+
+/** Finds the daemon, ensures the golden, hands DBFORK_SOCKET to workers; resolves to the teardown. */
+export declare function globalSetup(opts?: GlobalSetupOptions): Promise<() => Promise<void>>;
+
+/** This worker process's lease, acquired once; exports DATABASE_URL and the engine's variables. */
+export declare function setupWorker(opts?: { env?: NodeJS.ProcessEnv }): Promise<Lease>;
+
+/** This worker's lease (acquired on first use). */
+export declare function lease(opts?: { env?: NodeJS.ProcessEnv }): Promise<Lease>;
+
+export interface Fresh {
+  mode: 'database' | 'reset';
+  dsn: string;
+  env: Record<string, string>;
+  /** The fresh database's name (mode "database"), else null. */
+  name: string | null;
+  lease: Lease;
+  /** Drops the fresh database now (mode "database"); a no-op for "reset". */
+  drop(): Promise<void>;
+}
+
+/** The golden's data for the calling test, by the fastest mode the lease offers. */
+export declare function freshDatabase(opts?: { env?: NodeJS.ProcessEnv }): Promise<Fresh>;

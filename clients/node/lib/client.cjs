@@ -1,0 +1,123 @@
+'use strict';
+// A small client for the API of `dbfork serve` (HTTP/JSON on a unix
+// socket), Node's standard library only. See docs/api.md in the dbfork
+// repository. CommonJS so that Jest's setup files can require it without
+// ESM support in its VM; the ESM entry points re-export it.
+
+const http = require('node:http');
+const path = require('node:path');
+const { execFile } = require('node:child_process');
+
+class DbforkError extends Error {
+  // kind is the daemon's: invalid, not_found, busy, unsupported, ...
+  constructor(message, kind = 'internal', status = 0) {
+    super(message);
+    this.name = 'DbforkError';
+    this.kind = kind;
+    this.status = status;
+  }
+}
+
+// findSocket applies the one rule of docs/api.md ("Finding the daemon"):
+// $DBFORK_SOCKET as it is, else whatever `dbfork daemon start --json` says
+// (it starts a daemon for the store when none answers; that daemon leaves
+// by itself when idle). Fails with dbfork's own one-line reason.
+function findSocket({ store, env = process.env } = {}) {
+  if (env.DBFORK_SOCKET) return Promise.resolve(env.DBFORK_SOCKET);
+  const bin = env.DBFORK_BIN || 'dbfork';
+  const args = [...(store ? ['--store', store] : []), 'daemon', 'start', '--json'];
+  return new Promise((resolve, reject) => {
+    execFile(bin, args, { env, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+      if (err && err.code === 'ENOENT') {
+        reject(new DbforkError(`dbfork: cannot run ${bin}: install dbfork, or set DBFORK_BIN to it ` +
+          '(or DBFORK_SOCKET to a running daemon\'s socket)', 'missing_tool'));
+        return;
+      }
+      if (err) {
+        const lines = String(stderr).split('\n').filter((l) => l.trim());
+        reject(new DbforkError(lines.length ? lines[lines.length - 1]
+          : `dbfork: daemon start failed (${err.message})`, 'unavailable'));
+        return;
+      }
+      try {
+        resolve(JSON.parse(stdout).socket);
+      } catch (e) {
+        reject(new DbforkError(`dbfork: daemon start printed no socket: ${String(stdout).trim()}`, 'unavailable'));
+      }
+    });
+  });
+}
+
+class Client {
+  // The daemon learns the calling process's PID from the socket, so a
+  // lease acquired here ends when this process does.
+  constructor(socketPath, { timeoutMs = 1800e3 } = {}) {
+    this.socketPath = socketPath;
+    this.timeoutMs = timeoutMs;
+  }
+
+  call(method, urlPath, body) {
+    const data = body === undefined ? null : Buffer.from(JSON.stringify(body));
+    const headers = data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {};
+    return new Promise((resolve, reject) => {
+      const req = http.request({ socketPath: this.socketPath, method, path: urlPath, headers, host: 'dbfork' }, (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const raw = Buffer.concat(chunks).toString();
+          if (res.statusCode >= 300) {
+            let e;
+            try {
+              const j = JSON.parse(raw);
+              e = new DbforkError(`dbfork: ${j.error}`, j.kind || 'internal', res.statusCode);
+            } catch (_) {
+              e = new DbforkError(`dbfork: HTTP ${res.statusCode}: ${raw.trim()}`, 'internal', res.statusCode);
+            }
+            reject(e);
+            return;
+          }
+          try {
+            resolve(raw ? JSON.parse(raw) : null);
+          } catch (e) {
+            reject(new DbforkError(`dbfork: bad answer to ${method} ${urlPath}: ${raw.slice(0, 200)}`));
+          }
+        });
+        res.on('error', reject);
+      });
+      req.setTimeout(this.timeoutMs, () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
+      req.on('error', (e) => reject(new DbforkError(`dbfork: ${method} ${urlPath} on ${this.socketPath}: ${e.message}`,
+        'unavailable')));
+      if (data) req.write(data);
+      req.end();
+    });
+  }
+
+  health() { return this.call('GET', '/v1/health'); }
+
+  ensureGolden(recipe) { return this.call('POST', '/v1/goldens', { recipe: path.resolve(recipe) }); }
+
+  // opts: backend, min, max, ttl_seconds, wait_seconds, pid (docs/api.md).
+  acquire(recipe, opts = {}) {
+    const body = { recipe: path.resolve(recipe) };
+    for (const k of ['backend', 'min', 'max', 'ttl_seconds', 'wait_seconds', 'pid']) {
+      if (opts[k] !== undefined && opts[k] !== null && opts[k] !== '') body[k] = opts[k];
+    }
+    return this.call('POST', '/v1/leases', body);
+  }
+
+  release(id) { return this.call('DELETE', `/v1/leases/${encodeURIComponent(id)}`); }
+
+  // Back to the golden's data in place: same DSN, open connections broken.
+  reset(id) { return this.call('POST', `/v1/leases/${encodeURIComponent(id)}/reset`, {}); }
+
+  // A database cloned inside the lease's server (lease.fresh === 'database').
+  createDatabase(id) { return this.call('POST', `/v1/leases/${encodeURIComponent(id)}/databases`, {}); }
+
+  dropDatabase(id, name) {
+    return this.call('DELETE', `/v1/leases/${encodeURIComponent(id)}/databases/${encodeURIComponent(name)}`);
+  }
+
+  async leases() { return (await this.call('GET', '/v1/leases')).leases || []; }
+}
+
+module.exports = { Client, DbforkError, findSocket };

@@ -1,0 +1,159 @@
+'use strict';
+// One test run: the global setup (in the runner's main process) finds the
+// daemon and makes sure the golden exists once, then hands the socket to
+// the workers through the environment; each worker process acquires its
+// own lease over the socket, so the daemon ends it when the worker dies.
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { Client, DbforkError, findSocket } = require('./client.cjs');
+
+// What the global setup hands to the workers.
+const HANDED = ['DBFORK_SOCKET', 'DBFORK_RECIPE', 'DBFORK_BACKEND', 'DBFORK_RUN_DIR'];
+
+function recipePath(recipe, env) {
+  const p = path.resolve(recipe || env.DBFORK_RECIPE || 'dbfork.toml');
+  if (!fs.existsSync(p)) {
+    throw new DbforkError(`dbfork: recipe ${p} not found: pass { recipe } to the global setup or set DBFORK_RECIPE`,
+      'not_found');
+  }
+  return p;
+}
+
+// globalSetup: options { recipe, store, backend }; returns the teardown.
+async function globalSetup(opts = {}) {
+  const env = process.env;
+  const saved = Object.fromEntries(HANDED.map((k) => [k, env[k]]));
+  const recipe = recipePath(opts.recipe, env);
+  const socket = await findSocket({ store: opts.store, env });
+  const client = new Client(socket);
+  await client.ensureGolden(recipe);
+  env.DBFORK_SOCKET = socket;
+  env.DBFORK_RECIPE = recipe;
+  if (opts.backend) env.DBFORK_BACKEND = opts.backend;
+  env.DBFORK_RUN_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'dbfork-run-'));
+  const runDir = env.DBFORK_RUN_DIR;
+  // A daemon started on demand leaves when idle; keep it for the run even
+  // while the runner is still starting its workers (a touch is a call).
+  const keepAlive = setInterval(() => { client.call('GET', '/v1/health?touch=1').catch(() => {}); }, 1000);
+  keepAlive.unref();
+  return async function globalTeardown() {
+    clearInterval(keepAlive);
+    await releaseAll(socket, runDir);
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete env[k]; else env[k] = v;
+    }
+  };
+}
+
+// releaseAll ends the leases the run's workers recorded (those whose
+// worker already exited are gone already: not found is fine).
+async function releaseAll(socket, runDir) {
+  const c = new Client(socket);
+  let names = [];
+  try { names = fs.readdirSync(runDir); } catch (_) { return; }
+  await Promise.all(names.filter((n) => n.startsWith('lease-')).map(async (n) => {
+    try {
+      const st = JSON.parse(fs.readFileSync(path.join(runDir, n), 'utf8'));
+      await c.release(st.lease.id);
+    } catch (_) { /* reclaimed already, or the daemon went away: nothing to leak */ }
+  }));
+  fs.rmSync(runDir, { recursive: true, force: true });
+}
+
+// The worker's state lives in globalThis for this module instance and in
+// a file of the run dir named by the PID, so test files that get a fresh
+// module registry (Jest) in the same worker process find the same lease.
+const KEY = Symbol.for('dbfork.worker');
+
+function stateFile(env) {
+  return env.DBFORK_RUN_DIR ? path.join(env.DBFORK_RUN_DIR, `lease-${process.pid}.json`) : null;
+}
+
+function loadState(env) {
+  const mem = globalThis[KEY];
+  if (mem && mem.pid === process.pid) return mem;
+  const f = stateFile(env);
+  if (f && fs.existsSync(f)) {
+    const st = JSON.parse(fs.readFileSync(f, 'utf8'));
+    if (st.pid === process.pid) return (globalThis[KEY] = st);
+  }
+  return null;
+}
+
+function saveState(st, env) {
+  globalThis[KEY] = st;
+  const f = stateFile(env);
+  if (f) fs.writeFileSync(f, JSON.stringify(st));
+}
+
+function exportEnv(vars, env) {
+  for (const [k, v] of Object.entries(vars || {})) env[k] = v;
+}
+
+// setupWorker gives this worker process its lease (acquired once per
+// process) and exports DATABASE_URL and the engine's variables.
+async function setupWorker({ env = process.env } = {}) {
+  let st = loadState(env);
+  if (!st) {
+    const recipe = recipePath(undefined, env);
+    const socket = await findSocket({ env });
+    const lease = await new Client(socket).acquire(recipe, { backend: env.DBFORK_BACKEND });
+    st = { pid: process.pid, socket, lease, database: null };
+    saveState(st, env);
+  }
+  env.DBFORK_SOCKET = st.socket;
+  exportEnv(st.lease.env, env);
+  if (st.database) exportEnv(st.database.env, env);
+  env.DBFORK_LEASE_ID = st.lease.id;
+  return st.lease;
+}
+
+// lease is this worker's lease (acquired on first use).
+async function lease({ env = process.env } = {}) {
+  const st = loadState(env);
+  if (st) return st.lease;
+  return setupWorker({ env });
+}
+
+// freshDatabase gives the calling test the golden's data by the fastest
+// mode the worker's lease offers (docs/api.md, "A fresh database per
+// test"): mode "database" clones a database inside the server (the one
+// handed out before in this worker is dropped); mode "reset" puts the
+// lease's instance back in place (its open connections break). Either
+// way DATABASE_URL and the engine's variables point at the fresh data.
+async function freshDatabase({ env = process.env } = {}) {
+  await lease({ env });
+  const st = loadState(env);
+  const c = new Client(st.socket);
+  if (st.database) {
+    const old = st.database;
+    st.database = null;
+    saveState(st, env);
+    await c.dropDatabase(st.lease.id, old.name).catch(() => {});
+  }
+  let fresh;
+  if (st.lease.fresh === 'database') {
+    const db = await c.createDatabase(st.lease.id);
+    st.database = db;
+    fresh = { mode: 'database', dsn: db.dsn, env: db.env, name: db.name, lease: st.lease };
+    fresh.drop = async () => {
+      const cur = loadState(env);
+      if (cur && cur.database && cur.database.name === db.name) {
+        cur.database = null;
+        saveState(cur, env);
+      }
+      await c.dropDatabase(st.lease.id, db.name);
+      exportEnv(st.lease.env, env);
+    };
+  } else {
+    st.lease = await c.reset(st.lease.id);
+    fresh = { mode: 'reset', dsn: st.lease.dsn, env: st.lease.env, name: null, lease: st.lease, drop: async () => {} };
+  }
+  saveState(st, env);
+  exportEnv(fresh.env, env);
+  return fresh;
+}
+
+module.exports = { globalSetup, releaseAll, setupWorker, lease, freshDatabase };
