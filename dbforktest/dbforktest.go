@@ -6,20 +6,29 @@
 //		...
 //	}
 //
-// When a `dbfork serve` runs for the store ($DBFORK_STORE, or dbfork's
-// default), the clone comes warm from its pool in milliseconds and the
-// lease ends with the test (or with the test process, if it dies).
-// Otherwise the golden is built if needed and a clone is started in the
-// test process. The instance is removed when the test ends; with
+// The clone comes from a `dbfork serve` for the store ($DBFORK_STORE, or
+// dbfork's default), warm from its pool in milliseconds; the lease ends
+// with the test (or with the test process, if it dies). The daemon is
+// found by the rule every client follows (docs/api.md, "Finding the
+// daemon"): $DBFORK_SOCKET when set, else `dbfork daemon start --json`
+// (the binary is $DBFORK_BIN or dbfork on PATH), which starts one for the
+// test run that leaves by itself when idle. Without a dbfork binary, a
+// daemon already running for the store is used, or else the golden is
+// built if needed and a clone is started in the test process. The instance is removed when the test ends; with
 // DBFORK_KEEP_FAILED=1 the instance of a failed test is kept running and
 // its DSN logged, for a look with psql/mariadb (`dbfork down ID` later).
 package dbforktest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +66,15 @@ func Open(t testing.TB, recipePath string) *Instance {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	if sock, found, err := daemonSocket(ctx); err != nil {
+		t.Fatalf("dbforktest: %v", err)
+	} else if found {
+		c, err := api.Dial(ctx, sock)
+		if err != nil {
+			t.Fatalf("dbforktest: daemon at %s: %v", sock, err)
+		}
+		return fromDaemon(ctx, t, c, abs)
+	}
 	s, err := store.Open(os.Getenv("DBFORK_STORE"))
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
@@ -67,6 +85,43 @@ func Open(t testing.TB, recipePath string) *Instance {
 		t.Logf("dbforktest: not using dbfork serve: %v", err)
 	}
 	return local(ctx, t, s, abs)
+}
+
+// daemonSocket applies the first two steps of the rule: $DBFORK_SOCKET, or
+// the socket `dbfork daemon start --json` prints. found is false when there
+// is no dbfork binary to ask (then the caller works without a daemon).
+func daemonSocket(ctx context.Context) (sock string, found bool, err error) {
+	if s := os.Getenv("DBFORK_SOCKET"); s != "" {
+		return s, true, nil
+	}
+	bin := os.Getenv("DBFORK_BIN")
+	if bin == "" {
+		if bin, err = exec.LookPath("dbfork"); err != nil {
+			return "", false, nil
+		}
+	}
+	args := []string{"daemon", "start", "--json"}
+	if st := os.Getenv("DBFORK_STORE"); st != "" {
+		args = append([]string{"--store", st}, args...)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", false, fmt.Errorf("%s daemon start: %s", bin, strings.TrimPrefix(msg, "dbfork: "))
+	}
+	var info struct {
+		Socket string `json:"socket"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil || info.Socket == "" {
+		return "", false, fmt.Errorf("%s daemon start --json printed %q, not the daemon's socket", bin, bytes.TrimSpace(out))
+	}
+	return info.Socket, true, nil
 }
 
 func keep(t testing.TB) bool { return t.Failed() && os.Getenv(KeepEnv) != "" }
@@ -126,9 +181,5 @@ func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string)
 			t.Errorf("dbforktest: remove instance %s: %v", st.ID, err)
 		}
 	})
-	env := map[string]string{"DBFORK_INSTANCE": st.ID}
-	for k, v := range st.Conn.Env {
-		env[k] = v
-	}
-	return &Instance{ID: st.ID, DSN: st.Conn.URL, Env: env}
+	return &Instance{ID: st.ID, DSN: st.Conn.URL, Env: st.ClientEnv()}
 }

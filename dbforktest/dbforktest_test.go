@@ -2,12 +2,16 @@ package dbforktest_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +39,11 @@ max = 4
 `, map[string]string{"seed.sql": "create table t(v text); insert into t values ('golden');\n"})
 	storeDir = filepath.Join(root, "store")
 	t.Setenv("DBFORK_STORE", storeDir)
+	t.Setenv("DBFORK_STORE_FS", "plain")
+	// No dbfork binary unless a test gives one: the in-process paths.
+	t.Setenv("DBFORK_BIN", "")
+	t.Setenv("DBFORK_SOCKET", "")
+	t.Setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
 	return storeDir, recipe
 }
 
@@ -74,16 +83,67 @@ func count(t *testing.T, storeDir string) int {
 	return len(ins)
 }
 
-// Two tests get two independent databases, removed when they end, with
-// and without a daemon.
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// dbforkBin builds the dbfork command once for the tests that need one.
+func dbforkBin(t *testing.T) string {
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dbforktest-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "dbfork")
+		if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binPath, "../cmd/dbfork").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// daemonState runs `dbfork daemon status`: 0 when a daemon answers, 3 when
+// none does.
+func daemonState(t *testing.T, bin, storeDir string) int {
+	err := exec.Command(bin, "--store", storeDir, "daemon", "status").Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	t.Fatal(err)
+	return -1
+}
+
+// Two tests get two independent databases, removed when they end: in the
+// test process (no dbfork binary), from a daemon already serving the
+// store, and from one `dbfork daemon start` started for the run, which
+// then leaves by itself.
 func TestNewIsolatedAndRemoved(t *testing.T) {
-	for _, withDaemon := range []bool{false, true} {
-		name := map[bool]string{false: "in-process", true: "serve"}[withDaemon]
-		t.Run(name, func(t *testing.T) {
+	for _, mode := range []string{"in-process", "serve", "daemon start"} {
+		t.Run(mode, func(t *testing.T) {
 			storeDir, recipe := setup(t)
+			withDaemon := mode == "serve"
 			var d *daemon.Daemon
-			if withDaemon {
+			var bin string
+			switch mode {
+			case "serve":
 				d = startDaemon(t, storeDir)
+			case "daemon start":
+				bin = dbforkBin(t)
+				t.Setenv("DBFORK_BIN", bin)
+				t.Setenv("DBFORK_DAEMON_IDLE", "1s")
+				if n := daemonState(t, bin, storeDir); n != 3 {
+					t.Fatalf("daemon status before the tests: exit %d, want 3 (none)", n)
+				}
 			}
 			var dsns []string
 			for _, who := range []string{"a", "b"} {
@@ -102,8 +162,26 @@ func TestNewIsolatedAndRemoved(t *testing.T) {
 			if len(dsns) != 2 || dsns[0] == dsns[1] {
 				t.Fatalf("dsns %v", dsns)
 			}
+			if bin != "" {
+				// Started once for both tests; gone with its instances
+				// after the idle time.
+				if n := daemonState(t, bin, storeDir); n != 0 {
+					t.Fatalf("daemon status after the tests: exit %d, want 0", n)
+				}
+				deadline := time.Now().Add(time.Minute)
+				for daemonState(t, bin, storeDir) != 3 {
+					if time.Now().After(deadline) {
+						t.Fatal("the daemon started for the tests did not leave when idle")
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+				if n := count(t, storeDir); n != 0 {
+					t.Errorf("%d instances left after the daemon left", n)
+				}
+				return
+			}
 			if withDaemon {
-				if ls := d.Leases(); len(ls) != 0 {
+				if ls := d.Leases(api.Peer{}); len(ls) != 0 {
 					t.Errorf("leases left: %+v", ls)
 				}
 				return // the pool's warm instance goes when the daemon closes
@@ -177,4 +255,12 @@ func TestKeepFailed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
 }

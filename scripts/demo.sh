@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up dbfork on a fresh Debian/Ubuntu machine and shows what it does:
-# installs PostgreSQL and filesystem tools if missing, builds dbfork, puts
-# the demo store on the best filesystem available (a loop-backed XFS with
-# reflink when the disk cannot share extents), builds a golden with a few
+# installs PostgreSQL and filesystem tools if missing, builds dbfork (whose
+# new store puts itself on a loop-backed XFS image when the disk cannot
+# share extents), builds a golden with a few
 # hundred MB of generated data, and compares clone+ready with a plain copy.
 source "$(dirname "$0")/lib.sh"
 need_root "the demo"
@@ -13,11 +13,8 @@ DBFORK="$REPO/bin/dbfork"
 STORE="${DBFORK_DEMO_STORE:-/var/lib/dbfork-demo}"
 export DBFORK_STORE="$STORE"
 
-fs="$(stat -f -c %T "$(dirname "$STORE")")"
-if [ ! -e "$STORE.img" ] && [ "$fs" != xfs ] && [ "$fs" != btrfs ]; then
-  echo "== the disk ($fs) cannot share extents; making a loop-backed XFS store at $STORE"
-  "$DBFORK" store init --fs xfs --size 20G
-fi
+# No set-up step: a new store on a disk that cannot share extents (ext4)
+# puts itself on a sparse loop-backed XFS image and says so in one line.
 "$DBFORK" doctor | sed -n '/^backends/,/auto picks/p'
 
 cd "$REPO/examples/demo"

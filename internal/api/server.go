@@ -1,15 +1,19 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,14 +57,23 @@ func NewServer(svc Service, token string, log *slog.Logger) *Server {
 	s.http = &http.Server{
 		Handler:           s.act.track(s.guard(mux)),
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second, // the request; answers may wait long (wait_seconds)
+		IdleTimeout:       time.Minute,
 		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return s
 }
 
+// MaxTCPConns caps connections open at once on a TCP listener; more wait
+// in the kernel's backlog.
+const MaxTCPConns = 64
+
 // Serve accepts connections on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
+	if _, ok := l.(*net.TCPListener); ok {
+		l = limitListener(l, MaxTCPConns)
+	}
 	err := s.http.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -107,6 +120,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || s.token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
 				w.Header().Set("WWW-Authenticate", "Bearer")
+				w.Header().Set("Connection", "close") // no idle connections for strangers
 				writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "missing or wrong token: send `Authorization: Bearer <token>` with the token from STORE/" + TokenName, Kind: "unauthorized"})
 				return
 			}
@@ -116,23 +130,75 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	})
 }
 
-// decode reads a JSON body strictly: unknown fields, trailing data and
-// oversized bodies are the caller's mistakes.
+// decode reads a JSON body strictly: unknown, duplicate or differently
+// cased keys, trailing data and oversized bodies are the caller's
+// mistakes (encoding/json alone matches keys case-insensitively, lets a
+// later duplicate win and stops reading after the first value).
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
 		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &mbe):
+		if errors.As(err, &mbe) {
 			return errs.Invalid("request body over %d bytes", MaxBody)
-		case errors.Is(err, io.EOF):
-			return errs.Invalid("empty request body: send a JSON object")
 		}
+		return errs.Invalid("reading the request: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return errs.Invalid("empty request body: send a JSON object")
+	}
+	if err := checkKeys(body, v); err != nil {
 		return errs.Invalid("malformed JSON request: %v", err)
 	}
-	if dec.More() {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errs.Invalid("malformed JSON request: %v", err)
+	}
+	if err := dec.Decode(new(json.RawMessage)); !errors.Is(err, io.EOF) {
 		return errs.Invalid("malformed JSON request: data after the object")
+	}
+	return nil
+}
+
+// checkKeys walks the top-level object of body and refuses a key seen
+// twice or one that is not spelled exactly as a json tag of v's struct.
+func checkKeys(body []byte, v any) error {
+	known := map[string]bool{}
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			known[name] = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("the body must be one JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return fmt.Errorf("key %q given twice", key)
+		}
+		seen[key] = true
+		if !known[key] {
+			return fmt.Errorf("unknown key %q (keys are lower case, see docs/api.md)", key)
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -179,6 +245,10 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if err := req.Check(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	l, err := s.svc.Acquire(r.Context(), req, peerOf(r))
 	if err != nil {
 		s.fail(w, r, err)
@@ -188,7 +258,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) leases(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, map[string]any{"leases": s.svc.Leases()})
+	writeJSON(w, 200, map[string]any{"leases": s.svc.Leases(peerOf(r))})
 }
 
 func (s *Server) pools(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +266,7 @@ func (s *Server) pools(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.Release(r.PathValue("id")); err != nil {
+	if err := s.svc.Release(r.PathValue("id"), peerOf(r)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -204,10 +274,43 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) keep(w http.ResponseWriter, r *http.Request) {
-	l, err := s.svc.Keep(r.PathValue("id"))
+	l, err := s.svc.Keep(r.PathValue("id"), peerOf(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, 200, l)
+}
+
+// limitListener accepts at most n connections at once: Accept waits for
+// one to close.
+func limitListener(l net.Listener, n int) net.Listener {
+	return &limited{Listener: l, slots: make(chan struct{}, n)}
+}
+
+type limited struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limited) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
+}
+
+type slotConn struct {
+	net.Conn
+	once sync.Once
+	free func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.free)
+	return err
 }

@@ -8,6 +8,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/dbfork/dbfork/internal/errs"
+
 	"github.com/dbfork/dbfork/internal/pool"
 )
 
@@ -22,9 +24,11 @@ type Service interface {
 	Health() Health
 	EnsureGolden(ctx context.Context, req GoldenRequest) (*Golden, error)
 	Acquire(ctx context.Context, req AcquireRequest, peer Peer) (*Lease, error)
-	Release(id string) error
-	Keep(id string) (*Lease, error)
-	Leases() []Lease
+	// A caller sees and ends only its own leases, unless it is root or
+	// holds the TCP token (Peer.All).
+	Release(id string, peer Peer) error
+	Keep(id string, peer Peer) (*Lease, error)
+	Leases(peer Peer) []Lease
 	Pools() []PoolInfo
 }
 
@@ -36,6 +40,14 @@ type Peer struct {
 	UID  int
 	GID  int
 }
+
+// All says whether the caller may see and end every lease: root on the
+// unix socket, or a TCP caller (who showed the token only root can read).
+func (p Peer) All() bool { return !p.Unix || p.UID == 0 }
+
+// Owns says whether the caller may see and end a lease acquired by owner
+// (a uid; -1 for leases acquired over TCP).
+func (p Peer) Owns(owner int) bool { return p.All() || p.UID == owner }
 
 // Health answers GET /v1/health.
 type Health struct {
@@ -75,6 +87,24 @@ type AcquireRequest struct {
 	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
 	// How long to wait for a free instance (default 120).
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+}
+
+// Longest wait and TTL a request may ask for.
+const (
+	MaxWaitSeconds = 3600
+	MaxTTLSeconds  = 7 * 24 * 3600
+)
+
+// Check refuses numbers that are negative or beyond the caps (a TTL of
+// 1e10 s would overflow a time.Duration into the past).
+func (r AcquireRequest) Check() error {
+	if r.TTLSeconds < 0 || r.WaitSeconds < 0 || r.PID < 0 {
+		return errs.Invalid("ttl_seconds, wait_seconds and pid must not be negative")
+	}
+	if r.WaitSeconds > MaxWaitSeconds || r.TTLSeconds > MaxTTLSeconds {
+		return errs.Invalid("wait_seconds is at most %d and ttl_seconds at most %d", MaxWaitSeconds, MaxTTLSeconds)
+	}
+	return nil
 }
 
 // Lease is a handed-out instance.

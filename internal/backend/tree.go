@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
 // copyTree recreates src at dst (which must not exist): directories,
@@ -83,17 +85,8 @@ func copyTree(src, dst string, fileFn func(src, dst *os.File) error) error {
 // following a symlink: the mode first (root still owns it), then the owner.
 func finish(p string, st *unix.Stat_t) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
-		// fchmodat cannot refuse to follow on Linux; O_NOFOLLOW on an
-		// O_PATH descriptor does, and /proc/self/fd turns it into a path
-		// chmod acts on without resolving names again.
-		fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open %s: %w", p, err)
-		}
-		err = unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), st.Mode&0o7777)
-		unix.Close(fd)
-		if err != nil {
-			return fmt.Errorf("chmod %s: %w", p, err)
+		if err := fsutil.ChmodNoFollow(p, st.Mode); err != nil {
+			return err
 		}
 	}
 	if err := lchown(p, st); err != nil {
@@ -101,7 +94,7 @@ func finish(p string, st *unix.Stat_t) error {
 	}
 	if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 && st.Mode&unix.S_IFMT != unix.S_IFLNK && os.Geteuid() == 0 {
 		// chown cleared set-id bits: put them back as the golden has them.
-		return unix.Fchmodat(unix.AT_FDCWD, p, st.Mode&0o7777, 0)
+		return fsutil.ChmodNoFollow(p, st.Mode)
 	}
 	return nil
 }

@@ -88,7 +88,8 @@ real PostgreSQL server running on it, in milliseconds.`,
 		return errs.Invalid("%v (see `%s --help`)", err, c.CommandPath())
 	})
 	root.AddCommand(newBuildCmd(g), newUpCmd(g), newLsCmd(g), newDownCmd(g), newRunCmd(g),
-		newDoctorCmd(g), newGCCmd(g), newStoreCmd(g), newServeCmd(g), newDaemonCmd(g), newBenchCmd(g), newInspectCmd(g), newVerifyCmd(g), newEngineCmd(g))
+		newDoctorCmd(g), newGCCmd(g), newStoreCmd(g), newServeCmd(g), newDaemonCmd(g), newBenchCmd(g), newInspectCmd(g), newVerifyCmd(g), newEngineCmd(g),
+		newPushCmd(g), newPullCmd(g), newExportCmd(g), newImportCmd(g))
 	return root
 }
 

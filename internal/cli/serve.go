@@ -82,7 +82,7 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 	}
 	defer lock.Release()
 	_ = os.Remove(sock) // left by a daemon that was killed: we hold the lock now
-	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s)})
+	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s), Remote: g.remote(s, registryFlags{})})
 	closeDaemon := func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
@@ -93,37 +93,12 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 		token = newToken()
 	}
 	srv := api.NewServer(d, token, g.log)
-	old := syscall.Umask(0o177) // the socket is born 0600
-	ln, err := net.Listen("unix", sock)
-	syscall.Umask(old)
+	listeners, unlisten, err := listen(s.Root, sock, tcpAddr, token)
 	if err != nil {
-		_ = closeDaemon()
-		return fmt.Errorf("listen on %s: %w", sock, err)
-	}
-	defer os.Remove(sock)
-	if err := chownToInvoker(sock); err != nil {
 		_ = closeDaemon()
 		return err
 	}
-	listeners := []net.Listener{ln}
-	if tcpAddr != nil {
-		tokenFile := filepath.Join(s.Root, api.TokenName)
-		if err := fsutil.WriteFileAtomic(tokenFile, []byte(token+"\n"), 0o600); err != nil {
-			_ = closeDaemon()
-			return err
-		}
-		defer os.Remove(tokenFile)
-		if err := chownToInvoker(tokenFile); err != nil {
-			_ = closeDaemon()
-			return err
-		}
-		tl, err := net.ListenTCP("tcp", tcpAddr)
-		if err != nil {
-			_ = closeDaemon()
-			return fmt.Errorf("listen on %s: %w (is the port taken?)", tcp, err)
-		}
-		listeners = append(listeners, tl)
-	}
+	defer unlisten()
 	serveErr := make(chan error, len(listeners))
 	for _, l := range listeners {
 		go func() { serveErr <- srv.Serve(l) }()
@@ -146,19 +121,7 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 	}
 	fmt.Fprintf(g.stderr, " (pid %d); stop with SIGTERM or Ctrl-C\n", os.Getpid())
 	faults.At("serve:listening")
-	var failed error
-	select {
-	case <-ctx.Done():
-	case failed = <-serveErr:
-	case <-idleExit(ctx, srv, d, idle):
-		// Nobody uses us: stop answering first, so a client arriving now
-		// starts a new daemon instead of leasing from one that is leaving.
-		g.log.Info("idle: no call and nothing leased", "for", idle)
-		_ = os.Remove(sock)
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = srv.Shutdown(sctx)
-		cancel()
-	}
+	failed := waitForEnd(ctx, g, srv, d, sock, idle, serveErr)
 	g.log.Info("shutting down: stopping every instance")
 	// Pools first, so calls waiting for an instance end at once; then the
 	// listeners, giving running calls a moment to answer.
@@ -170,6 +133,73 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 		return failed
 	}
 	return cerr
+}
+
+// listen opens the API socket (born 0600, given to the user behind sudo)
+// and, with tcpAddr, the loopback port and its token file. unlisten
+// removes the socket and token file.
+func listen(root, sock string, tcpAddr *net.TCPAddr, token string) (ls []net.Listener, unlisten func(), err error) {
+	var undo []func()
+	unlisten = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			unlisten()
+		}
+	}()
+	old := syscall.Umask(0o177) // the socket is born 0600
+	ln, err := net.Listen("unix", sock)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", sock, err)
+	}
+	ls = append(ls, ln)
+	undo = append(undo, func() { os.Remove(sock) })
+	if err := chownToInvoker(sock); err != nil {
+		return ls, nil, err
+	}
+	if tcpAddr == nil {
+		return ls, unlisten, nil
+	}
+	tokenFile := filepath.Join(root, api.TokenName)
+	if err := fsutil.WriteFileAtomic(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		return ls, nil, err
+	}
+	undo = append(undo, func() { os.Remove(tokenFile) })
+	if err := chownToInvoker(tokenFile); err != nil {
+		return ls, nil, err
+	}
+	tl, err := net.ListenTCP("tcp", tcpAddr)
+	if err != nil {
+		return ls, nil, fmt.Errorf("listen on %s: %w (is the port taken?)", tcpAddr, err)
+	}
+	return append(ls, tl), unlisten, nil
+}
+
+// waitForEnd blocks until serve must stop: a signal (ctx), a listener
+// failing (its error is returned), or the idle time passing with nothing
+// leased.
+func waitForEnd(ctx context.Context, g *globals, srv *api.Server, d *daemon.Daemon, sock string, idle time.Duration, serveErr <-chan error) error {
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return err
+	case <-idleExit(ctx, srv, d, idle):
+		// Nobody uses us: stop answering first, so a client arriving now
+		// starts a new daemon instead of leasing from one that is leaving.
+		g.log.Info("idle: no call and nothing leased", "for", idle)
+		_ = os.Remove(sock)
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	return nil
 }
 
 // idleExit is closed once the daemon has had no call for idle and holds no

@@ -209,7 +209,7 @@ func TestServeForUnprivilegedClient(t *testing.T) {
 	}
 	giveTo(t, nobody, e.proj, filepath.Join(e.proj, "dbfork.toml")) // the user's own project
 	c := e.cmd("serve", "-f", "dbfork.toml")
-	c.Env = append(c.Env, "SUDO_UID="+nobody.Uid, "SUDO_GID="+nobody.Gid)
+	c.Env = append(c.Env, "SUDO_UID="+nobody.Uid, "SUDO_GID="+nobody.Gid, "DBFORK_TEST_DAEMON_SECRET=hunter2")
 	out := &syncBuf{}
 	c.Stderr = out
 	if err := c.Start(); err != nil {
@@ -265,6 +265,60 @@ func TestServeForUnprivilegedClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = held.Process.Signal(syscall.SIGTERM); _ = held.Wait() }()
+	// Issue 12 L4: root holds a lease too; nobody neither sees nor ends
+	// it, and cannot name another user's process (pid 1) as a holder.
+	ctx := context.Background()
+	rootC, err := api.Dial(ctx, api.SocketPath(e.store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl, err := rootC.Acquire(ctx, api.AcquireRequest{Recipe: filepath.Join(e.proj, "dbfork.toml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rootC.Release(ctx, rl.ID) }()
+	// H1: the daemon reads recipes and checks inputs with the caller's
+	// rights: root's 0600 files neither load nor leak into errors.
+	secret := filepath.Join(e.root, "secret.sql")
+	if err := os.WriteFile(secret, []byte("select 'TOPSECRET';\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	steal := filepath.Join(e.proj, "steal.toml")
+	if err := os.WriteFile(steal, []byte("engine = \"postgres\"\n[[load]]\nsql = \""+secret+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	giveTo(t, nobody, steal)
+	// L7: a socket peer's run steps do not get the daemon's environment.
+	envRecipe := filepath.Join(e.proj, "env.toml")
+	if err := os.WriteFile(envRecipe, []byte("engine = \"postgres\"\n[[load]]\nrun = \"env > seen_env.txt\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	giveTo(t, nobody, envRecipe)
+	probe := exec.Command("/usr/bin/python3", "-c", apiProbe, filepath.Join(e.store, api.SocketName), rl.ID, filepath.Join(e.proj, "dbfork.toml"), steal, envRecipe)
+	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	pout, err := probe.CombinedOutput()
+	if err != nil {
+		t.Fatalf("api probe as nobody: %v\n%s", err, pout)
+	}
+	seen, err := os.ReadFile(filepath.Join(e.proj, "seen_env.txt"))
+	if err != nil {
+		t.Fatalf("the env recipe's run step did not run: %v\n%s", err, pout)
+	}
+	if strings.Contains(string(seen), "hunter2") || !strings.Contains(string(seen), "PGPORT=") || !strings.Contains(string(seen), "HOME=") {
+		t.Errorf("a socket peer's run step saw:\n%s", seen)
+	}
+	if strings.Contains(string(pout), "TOPSECRET") || strings.Contains(string(pout), "root:") {
+		t.Errorf("an error shows a root-only file's content:\n%s", pout)
+	}
+	for _, want := range []string{"list 200 without-root-lease", "release 404", "pid1 400 lease holder pid 1 is not a process of yours",
+		"shadow 404 recipe /etc/shadow cannot be read by uid " + nobody.Uid, "steal 400 input " + secret + " cannot be read by uid " + nobody.Uid} {
+		if !strings.Contains(string(pout), want) {
+			t.Errorf("api probe as nobody: want %q in:\n%s", want, pout)
+		}
+	}
+	if ls, err := rootC.Leases(ctx); err != nil || len(ls) < 1 {
+		t.Errorf("root's lease list: %v %v", ls, err)
+	}
 	var ls struct {
 		Instances []struct{ ID, Status, DSN string }
 	}
@@ -378,3 +432,36 @@ func TestServeKilledWhileStopping(t *testing.T) {
 	}
 	e.assertNothingLeft()
 }
+
+// apiProbe calls the API over the unix socket (argv: socket, root's
+// lease id, recipe) and prints what it got, one line per call.
+const apiProbe = `
+import json, socket, sys
+sock, lid, recipe, steal, envr = sys.argv[1:6]
+def call(method, path, body=None):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    data = json.dumps(body).encode() if body is not None else b""
+    s.sendall(("%s %s HTTP/1.0\r\nHost: d\r\nContent-Length: %d\r\n\r\n" % (method, path, len(data))).encode() + data)
+    out = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        out += b
+    head, _, rest = out.partition(b"\r\n\r\n")
+    return int(head.split()[1]), rest.decode()
+st, body = call("GET", "/v1/leases")
+ids = [l["id"] for l in json.loads(body)["leases"]]
+print("list", st, "with-root-lease" if lid in ids else "without-root-lease")
+st, body = call("DELETE", "/v1/leases/" + lid)
+print("release", st)
+st, body = call("POST", "/v1/leases", {"recipe": recipe, "pid": 1})
+print("pid1", st, json.loads(body).get("error"))
+st, body = call("POST", "/v1/goldens", {"recipe": "/etc/shadow"})
+print("shadow", st, json.loads(body).get("error"))
+st, body = call("POST", "/v1/goldens", {"recipe": steal})
+print("steal", st, json.loads(body).get("error"))
+st, body = call("POST", "/v1/goldens", {"recipe": envr})
+print("env", st, json.loads(body).get("error"))
+`

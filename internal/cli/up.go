@@ -15,7 +15,6 @@ import (
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
-	"github.com/dbfork/dbfork/internal/progress"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
@@ -98,11 +97,7 @@ func obtain(ctx context.Context, g *globals, f upFlags) (*leased, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := map[string]string{"DBFORK_INSTANCE": in.State.ID}
-	for k, v := range in.State.Conn.Env {
-		env[k] = v
-	}
-	return &leased{s: s, id: in.State.ID, env: env, local: in}, nil
+	return &leased{s: s, id: in.State.ID, env: in.State.ClientEnv(), local: in}, nil
 }
 
 // done stops and removes the instance (the daemon does it in the
@@ -142,7 +137,7 @@ func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *i
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := golden.Build(ctx, s, eng, r, golden.Options{Progress: progress.New(g.stderr), Log: g.log})
+	res, err := golden.Build(ctx, s, eng, r, g.buildOptions(s, registryFlags{}))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -56,6 +56,17 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("rebuild gave %s, want %s", again, key)
 	}
 	e.mustRun("verify")
+	// A set-id bit added to a golden file is a change (issue 12 L7).
+	if err := os.Chmod(p, 0o600|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.run("verify", "--quick"); r.code != 5 || !strings.Contains(r.stdout, "PG_VERSION: mode u") {
+		t.Fatalf("verify after a setuid bit: %d %q", r.code, r.stdout)
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("verify")
 	// A golden an instance uses is not removed.
 	e.mustRun("up")
 	if err := os.WriteFile(filepath.Join(data, "intruder"), []byte("x"), 0o600); err != nil {

@@ -46,6 +46,8 @@ type Options struct {
 	Log   *slog.Logger
 	// OpenEngine locates a recipe's server binaries.
 	OpenEngine func(ctx context.Context, r *recipe.Recipe) (engine.Engine, error)
+	// Remote serves recipes' [cache] (pull instead of build); nil: none.
+	Remote golden.Remote
 	// Backoff after a failed instance start (default 1 s, doubling).
 	Backoff time.Duration
 	// Watch is how often lease holders and TTLs are checked (default 100 ms).
@@ -93,6 +95,7 @@ type lease struct {
 	holder  proc.Identity // zero: none (TTL only)
 	expires time.Time     // zero: none
 	entry   *entry
+	owner   int // the caller's uid; -1 over TCP
 }
 
 // New starts a daemon (its lease watcher); Close stops it.
@@ -124,14 +127,35 @@ func (d *Daemon) Health() api.Health {
 
 // loadRecipe reads the recipe a request names. Paths must be absolute: the
 // daemon's working directory means nothing to the caller.
-func loadRecipe(path string) (*recipe.Recipe, error) {
+// loadRecipe reads a recipe with the rights of whoever asked (ctx's
+// caller), and checks they may read every input: the daemon is root, the
+// caller may not be.
+func loadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
 	if path == "" {
 		return nil, errs.Invalid("request needs \"recipe\": the absolute path of a dbfork.toml")
 	}
 	if !filepath.IsAbs(path) {
 		return nil, errs.Invalid("recipe path %q is relative: send an absolute path", path)
 	}
-	return recipe.Load(path)
+	if engine.CallerOf(ctx) == nil {
+		return recipe.Load(path)
+	}
+	data, err := engine.ReadAsCaller(ctx, path)
+	if err != nil {
+		return nil, errs.NotFound("recipe %v", err)
+	}
+	r, err := recipe.Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	var inputs []string
+	for _, st := range r.Steps {
+		inputs = append(inputs, st.Files...)
+	}
+	if err := engine.CallerCanRead(ctx, inputs); err != nil {
+		return nil, errs.Invalid("%v", err)
+	}
+	return r, nil
 }
 
 // engineFor returns the (cached) engine for a recipe.
@@ -158,7 +182,8 @@ func (d *Daemon) engineFor(ctx context.Context, r *recipe.Recipe) (engine.Engine
 // file is picked up by the next acquire; a golden already seen is not
 // re-read from disk.
 func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engine.Engine, *golden.Result, error) {
-	r, err := loadRecipe(path)
+	ctx = d.asCaller(ctx)
+	r, err := loadRecipe(ctx, path)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -178,7 +203,7 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 			return r, eng, &golden.Result{Golden: g}, nil
 		}
 	}
-	res, err := golden.Build(d.asCaller(ctx), d.o.Store, eng, r, golden.Options{Log: d.o.Log})
+	res, err := golden.Build(ctx, d.o.Store, eng, r, golden.Options{Log: d.o.Log, Remote: d.o.Remote})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -213,8 +238,8 @@ func (d *Daemon) EnsureGolden(ctx context.Context, req api.GoldenRequest) (*api.
 // Acquire implements api.Service.
 func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.Peer) (*api.Lease, error) {
 	t0 := time.Now()
-	if req.TTLSeconds < 0 || req.WaitSeconds < 0 || req.PID < 0 {
-		return nil, errs.Invalid("ttl_seconds, wait_seconds and pid must not be negative")
+	if err := req.Check(); err != nil {
+		return nil, err
 	}
 	if req.Backend == "" {
 		req.Backend = "auto"
@@ -230,6 +255,9 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 		id, err := proc.Of(pid)
 		if err != nil {
 			return nil, errs.Invalid("lease holder pid %d is not a running process", pid)
+		}
+		if !peer.All() && pid != peer.PID && proc.UID(pid) != peer.UID {
+			return nil, errs.Invalid("lease holder pid %d is not a process of yours (uid %d): name one of your own, or leave pid out", pid, peer.UID)
 		}
 		holder = id
 	} else if req.TTLSeconds == 0 {
@@ -291,23 +319,20 @@ func lastErr(st pool.Stats) string {
 
 func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, ttl float64, t0 time.Time, peer api.Peer) *api.Lease {
 	st := in.State
-	l := &lease{holder: holder, entry: e}
+	l := &lease{holder: holder, entry: e, owner: -1}
+	if peer.Unix {
+		l.owner = peer.UID
+	}
 	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend,
 		HolderPID: holder.PID, Leased: time.Now().UTC(), ReadyMs: st.ReadyMs, Pool: e.id, InstanceDir: st.Dir,
-		Env: map[string]string{"DBFORK_INSTANCE": st.ID}}
+		Env: st.ClientEnv()}
 	if st.Conn != nil {
 		l.DSN, l.SocketDSN = st.Conn.URL, st.Conn.SocketURL
-		for k, v := range st.Conn.Env {
-			l.Env[k] = v
-		}
 		// The instance's socket dir belongs to the server user (mode
 		// 0700): a caller who is neither root nor that user connects over
 		// 127.0.0.1 with the instance password instead.
 		if !(peer.Unix && (peer.UID == 0 || peer.UID == d.o.Store.User.UID)) {
-			if _, ok := l.Env["PGHOST"]; ok {
-				l.Env["PGHOST"] = "127.0.0.1"
-			}
-			delete(l.Env, "MYSQL_UNIX_PORT")
+			engine.TCPOnly(l.Env)
 		}
 	}
 	if ttl > 0 {
@@ -428,23 +453,26 @@ func poolID(key, backendName string, settings map[string]string) string {
 }
 
 // take removes a lease from the table.
-func (d *Daemon) take(id string) (*lease, error) {
+func (d *Daemon) take(id string, peer api.Peer) (*lease, error) {
 	if !validID(id) {
 		return nil, errs.Invalid("lease id %q is not an instance id (8 hex digits)", id)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	l, ok := d.leases[id]
-	if !ok {
+	if !ok || !peer.Owns(l.owner) { // another user's lease is not there for you
 		return nil, errs.NotFound("no lease %s (already released, reclaimed, or never leased here)", id)
 	}
 	delete(d.leases, id)
 	return l, nil
 }
 
+// everyone is the daemon itself ending a lease (watcher, shutdown).
+var everyone = api.Peer{}
+
 // Release implements api.Service.
-func (d *Daemon) Release(id string) error {
-	l, err := d.take(id)
+func (d *Daemon) Release(id string, peer api.Peer) error {
+	l, err := d.take(id, peer)
 	if err != nil {
 		return err
 	}
@@ -457,8 +485,8 @@ func (d *Daemon) Release(id string) error {
 
 // Keep implements api.Service: the instance leaves the pool and lives on
 // until `dbfork down`, like one made by `dbfork up`.
-func (d *Daemon) Keep(id string) (*api.Lease, error) {
-	l, err := d.take(id)
+func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
+	l, err := d.take(id, peer)
 	if err != nil {
 		return nil, err
 	}
@@ -478,11 +506,14 @@ func (d *Daemon) Keep(id string) (*api.Lease, error) {
 }
 
 // Leases implements api.Service.
-func (d *Daemon) Leases() []api.Lease {
+func (d *Daemon) Leases(peer api.Peer) []api.Lease {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]api.Lease, 0, len(d.leases))
 	for _, l := range d.leases {
+		if !peer.Owns(l.owner) {
+			continue
+		}
 		out = append(out, l.Lease)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Leased.Before(out[j].Leased) })
@@ -533,7 +564,7 @@ func (d *Daemon) watch() {
 		d.mu.Unlock()
 		for _, id := range dead {
 			d.o.Log.Info("reclaiming lease: holder exited or TTL passed", "id", id)
-			_ = d.Release(id)
+			_ = d.Release(id, everyone)
 		}
 		for _, e := range drained {
 			go func() { _ = e.pool.Close(context.Background()) }()

@@ -361,7 +361,7 @@ func TestAPIBadRequests(t *testing.T) {
 		{"malformed JSON", "POST", "/v1/leases", `{"recipe": `, 400, "malformed JSON"},
 		{"not an object", "POST", "/v1/leases", `[1,2]`, 400, "malformed JSON"},
 		{"empty body", "POST", "/v1/leases", ``, 400, "empty request body"},
-		{"unknown field", "POST", "/v1/leases", `{"recipe":"` + w.recipe + `","colour":"red"}`, 400, `unknown field "colour"`},
+		{"unknown field", "POST", "/v1/leases", `{"recipe":"` + w.recipe + `","colour":"red"}`, 400, `unknown key "colour"`},
 		{"trailing data", "POST", "/v1/leases", `{"recipe":"` + w.recipe + `"} {}`, 400, "data after the object"},
 		{"oversized body", "POST", "/v1/leases", `{"recipe":"` + strings.Repeat("a", api.MaxBody) + `"}`, 400, "over"},
 		{"no recipe", "POST", "/v1/leases", `{}`, 400, "needs \"recipe\""},

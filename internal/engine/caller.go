@@ -19,6 +19,11 @@ type Caller struct {
 	Groups   []uint32
 	Name     string
 	Home     string
+	// OwnEnv is false when this process's environment is not the
+	// caller's (a daemon serving a socket peer): their commands then get
+	// only PATH, locale, time zone and the connection variables, never
+	// the daemon's own (credentials, tokens).
+	OwnEnv bool
 }
 
 type callerKey struct{}
@@ -70,7 +75,9 @@ func SudoCaller() *Caller {
 	if err1 != nil || err2 != nil || uid == 0 {
 		return nil
 	}
-	return LookupCaller(uid, gid)
+	c := LookupCaller(uid, gid)
+	c.OwnEnv = true // sudo's environment is the user's own
+	return c
 }
 
 // callerEnv adapts a command's environment to another user: their home
@@ -78,15 +85,14 @@ func SudoCaller() *Caller {
 // server user).
 func callerEnv(env []string, c *Caller) []string {
 	out := env[:0:0]
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
+	for _, kv := range tcpOnlyKV(env) {
+		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "HOME", "USER", "LOGNAME", "MYSQL_UNIX_PORT", "SUDO_UID", "SUDO_GID", "SUDO_USER", "SUDO_COMMAND", "XDG_RUNTIME_DIR":
+		case "HOME", "USER", "LOGNAME", "SUDO_UID", "SUDO_GID", "SUDO_USER", "SUDO_COMMAND", "XDG_RUNTIME_DIR":
 			continue
-		case "PGHOST":
-			if len(v) > 0 && v[0] == '/' {
-				kv = "PGHOST=127.0.0.1"
-			}
+		}
+		if !c.OwnEnv && !passedToOthers(k) {
+			continue
 		}
 		out = append(out, kv)
 	}
@@ -95,4 +101,22 @@ func callerEnv(env []string, c *Caller) []string {
 		out = append(out, "USER="+c.Name, "LOGNAME="+c.Name)
 	}
 	return out
+}
+
+// CallerOf is the user ctx acts for, or nil when that is this process.
+func CallerOf(ctx context.Context) *Caller { return callerFrom(ctx) }
+
+// passedToOthers says which variables a daemon passes to a socket
+// peer's commands: what a shell needs and what reaches the database.
+func passedToOthers(k string) bool {
+	switch k {
+	case "PATH", "LANG", "TZ", "TERM", "DATABASE_URL":
+		return true
+	}
+	for _, p := range []string{"LC_", "PG", "MYSQL_", "DBFORK_INSTANCE"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -25,12 +25,7 @@ func RunCommand(ctx context.Context, r *recipe.Recipe, st recipe.Step, connEnv m
 	cmd.Stderr = cmd.Stdout
 	// Its own process group, so cancelling kills the whole pipeline.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	as := ""
-	if c := callerFrom(ctx); c != nil && !rootAuthored(r) {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.GID), Groups: c.Groups}
-		cmd.Env = callerEnv(cmd.Env, c)
-		as = fmt.Sprintf(" (run steps run as the user who asked, uid %d: they must be able to enter %s)", c.UID, r.Dir)
-	}
+	as := AsCaller(ctx, r, cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: %w%s", st.Name, err, as)
 	}
@@ -59,6 +54,30 @@ func RunCommand(ctx context.Context, r *recipe.Recipe, st recipe.Step, connEnv m
 		lines = lines[len(lines)-3:]
 	}
 	return fmt.Errorf("command %q failed with %s; output ends: %s", st.Command, status, strings.Join(lines, " | "))
+}
+
+// AsCaller makes cmd (a recipe's command, or a client tool loading its
+// SQL and dumps) run as the user who asked for the build: their uid,
+// groups, HOME and USER, and TCP with the build server's password instead
+// of the server's private socket dir. So what a recipe or its seed files
+// contain (a psql `\!`, `\o |cmd`, `\copy … to FILE`) runs with that
+// user's rights, and inputs are opened with them. A recipe root wrote
+// (see rootAuthored), or no caller other than this process, leaves cmd as
+// it is. The result is a note for error messages ("" when unchanged).
+func AsCaller(ctx context.Context, r *recipe.Recipe, cmd *exec.Cmd) string {
+	c := callerFrom(ctx)
+	if c == nil || rootAuthored(r) {
+		return ""
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.GID), Groups: c.Groups}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = callerEnv(cmd.Env, c)
+	return fmt.Sprintf(" (recipe steps run as the user who asked, uid %d: they must be able to enter %s and read its inputs)", c.UID, r.Dir)
 }
 
 // rootAuthored reports a recipe that root wrote and only root can change

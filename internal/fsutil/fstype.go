@@ -50,11 +50,3 @@ func FreeBytes(path string) (uint64, error) {
 	}
 	return st.Bavail * uint64(st.Bsize), nil
 }
-
-// DiskUsage returns the bytes really allocated to the files below root
-// (st_blocks), which is what a copy-on-write clone costs.
-func DiskUsage(root string) (int64, error) {
-	var total int64
-	err := walkStat(root, func(st *unix.Stat_t) { total += st.Blocks * 512 })
-	return total, err
-}

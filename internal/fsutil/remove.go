@@ -27,7 +27,7 @@ func RemoveAll(path string) error {
 		// non-root; make dirs writable and retry once.
 		_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
-				_ = os.Chmod(p, 0o700)
+				_ = ChmodNoFollow(p, 0o700) // never through a link swapped in meanwhile
 			}
 			return nil
 		})

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/backend"
@@ -34,6 +36,12 @@ type CleanChecker interface {
 type Options struct {
 	Progress *progress.Reporter
 	Log      *slog.Logger
+	// Remote serves the recipe's [cache]: pull before building, push
+	// after. Nil: no cache.
+	Remote Remote
+	// Warn gets one line for the user when something went wrong that did
+	// not stop the command (a failed pull or push of the cache).
+	Warn func(string)
 }
 
 // Result says what Build did.
@@ -41,6 +49,8 @@ type Result struct {
 	Golden *Golden
 	Built  bool // false: it was already in the store (maybe built meanwhile by another process)
 	Waited bool // another process was building the same key
+	Pulled bool // fetched from the recipe's [cache] from
+	Pushed bool // sent to the recipe's [cache] to after the build
 }
 
 // Files in a build dir besides data/.
@@ -87,7 +97,25 @@ func Build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		return nil, err
 	}
 	ReapBuilds(ctx, s, key, o.Log)
+	if fetchRemote(ctx, s, key, r.Cache.From, o) {
+		if g, err := Lookup(s, key); err == nil {
+			o.Progress.Done(false)
+			res.Golden, res.Pulled = g, true
+			return res, nil
+		}
+	}
 	g, err := build(ctx, s, eng, r, key, version, inputs, o)
+	if err == nil && r.Cache.To != "" && o.Remote != nil {
+		// The golden is published: a failed push is said, not fatal.
+		if perr := sendRemote(ctx, s, g, r.Cache.To, o); perr != nil {
+			o.Log.Warn("could not push the golden to the cache", "repo", r.Cache.To, "err", perr)
+			if o.Warn != nil {
+				o.Warn("built golden " + short(key) + " but could not push it to " + r.Cache.To + ": " + perr.Error())
+			}
+		} else {
+			res.Pushed = true
+		}
+	}
 	o.Progress.Done(err != nil)
 	if err != nil {
 		return nil, err
@@ -110,7 +138,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		if srv != nil && !srv.Exited() {
 			_ = engine.StopRecorded(context.Background(), srv, false)
 		}
-		err = keepLog(s, tmp, key, err)
+		err = keepLog(ctx, s, tmp, key, err)
 		if rerr := discardBuild(tmp); rerr != nil {
 			o.Log.Warn("could not remove failed build dir; `dbfork gc` will", "dir", tmp, "err", rerr)
 		}
@@ -149,7 +177,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	o.Progress.Step("start build server")
 	srv, err = eng.Start(ctx, engine.StartSpec{
 		DataDir: data, SocketDir: sock, LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
-		Listen: true, Profile: engine.ProfileSafe, User: s.User,
+		Listen: true, Profile: engine.ProfileSafe, User: s.User, Settings: buildSettings(eng),
 		Database: r.Database, Owner: r.Owner,
 		// Commands (migration tools) reach the build server exactly as tests
 		// reach clones: over 127.0.0.1 with a password, which Finish drops.
@@ -185,6 +213,9 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		}
 	}
 	faults.At("build:loaded")
+	if err := sameInputs(ctx, r, inputs); err != nil {
+		return nil, err
+	}
 
 	o.Progress.Step("freeze, analyze and checkpoint")
 	if err := eng.Finish(ctx, srv, r); err != nil {
@@ -223,65 +254,83 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 			m.Commands = append(m.Commands, st.Command)
 		}
 	}
-	// initdb ran with --no-sync and the loaders create files freely: every
-	// directory of the tree is synced, so no entry is lost to a crash
-	// after the manifest says the golden is complete.
-	if _, err := fsutil.SyncDirs(data); err != nil {
-		return nil, fmt.Errorf("sync golden: %w", err)
-	}
-	// From here the golden is only read. The build server is gone, so its
-	// user loses the way in: as root, the golden's dir becomes root-only
-	// (clones reach the files as root: OverlayFS looks lower files up with
-	// the mounter's credentials, reflink and copy run in dbfork), and on
-	// btrfs the data subvolume becomes read-only for everyone.
-	if err := os.Chmod(tmp, 0o700); err != nil {
-		return nil, err
-	}
-	if err := backend.FreezeDataDir(data); err != nil {
-		return nil, fmt.Errorf("make golden read-only: %w", err)
-	}
-	mdata, err := json.MarshalIndent(m, "", "  ")
+	g, err = Publish(s, tmp, m, "build")
 	if err != nil {
 		return nil, err
 	}
-	// The manifest is written last: a dir without one is not a golden.
-	if err := fsutil.WriteFileAtomic(filepath.Join(tmp, ManifestName), mdata, 0o644); err != nil {
-		return nil, err
-	}
-	faults.At("build:manifest")
-	final := s.GoldenDir(key)
-	if err := os.Rename(tmp, final); err != nil {
-		return nil, fmt.Errorf("publish golden: %w", err)
-	}
-	if err := fsutil.SyncDir(s.GoldensDir()); err != nil {
-		return nil, err
-	}
-	faults.At("build:published")
 	o.Log.Info("golden published", "key", key, "bytes", total, "seconds", m.BuildSeconds)
-	return &Golden{Key: key, Dir: final, Manifest: m}, nil
+	return g, nil
 }
 
-// keepLog saves a failed build's logs where the user can read them, and
-// points the error at them.
-func keepLog(s *store.Store, tmp, key string, err error) error {
+// keepLog saves a failed build's logs where the one who asked for the
+// build can read them and nobody else can (they hold seed data and command
+// output): STORE/logs/uid-UID/ (0700) and the file (0600), both owned by
+// that user. The error points at the file.
+func keepLog(ctx context.Context, s *store.Store, tmp, key string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	logs := filepath.Join(s.Root, "logs")
-	if os.MkdirAll(logs, 0o755) != nil {
-		return err
-	}
-	dst := filepath.Join(logs, "build-"+short(key)+".log")
 	var b strings.Builder
 	for _, name := range []string{"init.log", "build.log", "server.log"} {
 		if data, rerr := os.ReadFile(filepath.Join(tmp, name)); rerr == nil && len(data) > 0 {
 			fmt.Fprintf(&b, "==== %s\n%s\n", name, data)
 		}
 	}
-	if b.Len() == 0 || os.WriteFile(dst, []byte(b.String()), 0o644) != nil {
+	if b.Len() == 0 {
+		return err
+	}
+	uid, gid := os.Geteuid(), os.Getegid()
+	if c := engine.CallerOf(ctx); c != nil {
+		uid, gid = c.UID, c.GID
+	}
+	dst, werr := writePrivateLog(filepath.Join(s.Root, "logs"), uid, gid, "build-"+short(key)+".log", b.String())
+	if werr != nil {
 		return err
 	}
 	return fmt.Errorf("%w (build log: %s)", err, dst)
+}
+
+// writePrivateLog writes body to DIR/uid-UID/name for uid alone, never
+// following a link the user may have put there.
+func writePrivateLog(logs string, uid, gid int, name, body string) (string, error) {
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(logs, fmt.Sprintf("uid-%d", uid))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", dir)
+	}
+	if err := os.Lchown(dir, uid, gid); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return "", err
+	}
+	// A new file renamed over the old name: whatever the user left at
+	// that name (a link to someone else's file) is replaced, never written.
+	dst := filepath.Join(dir, name)
+	tmp := dst + ".new-" + randomPassword()[:8]
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return "", err
+	}
+	_, werr := f.WriteString(body)
+	if err := errors.Join(werr, f.Chown(uid, gid), f.Close()); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return dst, nil
 }
 
 func writeJSON(path string, v any) error {
@@ -304,4 +353,28 @@ func randomPassword() string {
 	b := make([]byte, 18)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// sameInputs reads every input again, after the build loaded it, and
+// fails when one no longer has the content its key was computed from: a
+// file changed while the build ran would publish a golden under a key
+// that promises other data (to every user of the store).
+func sameInputs(ctx context.Context, r *recipe.Recipe, inputs []Input) error {
+	n := 0
+	for _, st := range r.Steps {
+		for _, f := range st.Files {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if n >= len(inputs) {
+				return fmt.Errorf("recipe inputs changed while building: nothing published; run again")
+			}
+			sum, err := fileSum(f)
+			if err != nil || sum != inputs[n].SHA256 {
+				return fmt.Errorf("%s changed while the build read it: nothing published; run again", r.Rel(f))
+			}
+			n++
+		}
+	}
+	return nil
 }

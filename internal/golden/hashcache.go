@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -49,7 +51,10 @@ func OpenHashCache(path string) *HashCache {
 func (hc *HashCache) Sum(path string) (string, int64, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return "", 0, errs.NotFound("input %s: %v", path, err)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", 0, errs.NotFound("input %s not found", path)
+		}
+		return "", 0, errs.Invalid("input %s: %v", path, err)
 	}
 	e := cacheEntry{Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Ino: st.Ino}
 	if hc != nil {
@@ -92,7 +97,7 @@ func (hc *HashCache) Save() {
 	}
 	data, err := json.Marshal(hc.entries)
 	if err == nil && os.MkdirAll(filepath.Dir(hc.path), 0o755) == nil {
-		_ = fsutil.WriteFileAtomic(hc.path, data, 0o644)
+		_ = fsutil.WriteFileAtomic(hc.path, data, 0o600)
 	}
 	hc.dirty = false
 }

@@ -58,8 +58,10 @@ func Verify(g *Golden, full bool) ([]Problem, error) {
 			out = append(out, Problem{rel, fmt.Sprintf("type changed (%v, manifest %v)", fi.Mode().Type(), fs.FileMode(f.Mode).Type())})
 			return nil
 		}
-		if fs.FileMode(f.Mode).Perm() != fi.Mode().Perm() {
-			out = append(out, Problem{rel, fmt.Sprintf("mode %v, manifest %v", fi.Mode().Perm(), fs.FileMode(f.Mode).Perm())})
+		// Set-id and sticky bits count too: a golden file turned setuid is
+		// a change, not a detail.
+		if modeBits(fs.FileMode(f.Mode)) != modeBits(fi.Mode()) {
+			out = append(out, Problem{rel, fmt.Sprintf("mode %v, manifest %v", modeBits(fi.Mode()), modeBits(fs.FileMode(f.Mode)))})
 		}
 		switch {
 		case fi.Mode().IsRegular():
@@ -121,4 +123,9 @@ func summarize(probs []Problem) string {
 		parts = append(parts, p.String())
 	}
 	return strings.Join(parts, "; ")
+}
+
+// modeBits are the permission, set-id and sticky bits of m.
+func modeBits(m fs.FileMode) fs.FileMode {
+	return m & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
 }

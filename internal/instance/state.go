@@ -212,3 +212,17 @@ func (st *State) Public() View {
 	}
 	return v
 }
+
+// ClientEnv is the environment a test gets for this instance: the
+// engine's client variables (DATABASE_URL, PG*/MYSQL_*) and
+// DBFORK_INSTANCE. Every way of handing out an instance (up, run, the
+// daemon's leases, dbforktest) builds it here.
+func (st *State) ClientEnv() map[string]string {
+	env := map[string]string{"DBFORK_INSTANCE": st.ID}
+	if st.Conn != nil {
+		for k, v := range st.Conn.Env {
+			env[k] = v
+		}
+	}
+	return env
+}

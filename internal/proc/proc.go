@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Identity is what dbfork records about a process it started.
@@ -61,13 +63,26 @@ func (id Identity) Alive() bool {
 	return err == nil && st == id.StartTime
 }
 
-// Signal sends sig only if the process is still the one recorded.
+// Signal sends sig only if the process is still the one recorded. It
+// holds a pidfd while it checks the start time and signals through it, so
+// a PID reused between the check and the signal is never hit.
 func (id Identity) Signal(sig syscall.Signal) error {
+	if id.PID <= 0 {
+		return os.ErrProcessDone
+	}
+	fd, err := unix.PidfdOpen(id.PID, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return os.ErrProcessDone
+		}
+		return fmt.Errorf("pidfd_open %d: %w", id.PID, err)
+	}
+	defer unix.Close(fd)
 	if !id.Alive() {
 		return os.ErrProcessDone
 	}
-	err := syscall.Kill(id.PID, sig)
-	if errors.Is(err, syscall.ESRCH) {
+	err = unix.PidfdSendSignal(fd, sig, nil, 0)
+	if errors.Is(err, unix.ESRCH) {
 		return os.ErrProcessDone
 	}
 	return err
@@ -115,4 +130,24 @@ func (id Identity) Stop(ctx context.Context, sig syscall.Signal, grace time.Dura
 	wctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return id.Wait(wctx)
+}
+
+// UID is the real uid pid runs as (from /proc/PID/status), or -1 when it
+// cannot be read.
+func UID(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				if n, err := strconv.Atoi(f[0]); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return -1
 }

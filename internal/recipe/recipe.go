@@ -19,9 +19,6 @@ import (
 // DefaultFile is the recipe file name looked up when -f is not given.
 const DefaultFile = "dbfork.toml"
 
-// Engines dbfork knows how to run.
-var Engines = []string{"postgres", "mariadb", "mysql"}
-
 // Recipe is a parsed, validated dbfork.toml with every input file resolved.
 type Recipe struct {
 	Path    string // absolute path of the recipe file
@@ -40,6 +37,14 @@ type Recipe struct {
 	Settings map[string]string // server settings for instances (not part of the key)
 	Steps    []Step
 	Pool     Pool
+	Cache    Cache // registries the golden is pulled from / pushed to (not part of the key)
+}
+
+// Cache names OCI repositories ("registry/repo") from which a golden is
+// pulled instead of built, and to which a fresh build is pushed.
+type Cache struct {
+	From string
+	To   string
 }
 
 // Step kinds.
@@ -83,6 +88,12 @@ type rawRecipe struct {
 	Settings map[string]any `toml:"settings"`
 	Load     []rawStep      `toml:"load"`
 	Pool     *rawPool       `toml:"pool"`
+	Cache    *rawCache      `toml:"cache"`
+}
+
+type rawCache struct {
+	From string `toml:"from"`
+	To   string `toml:"to"`
 }
 
 type rawStep struct {
@@ -153,7 +164,7 @@ func Parse(path string, data []byte) (*Recipe, error) {
 		for i, k := range undec {
 			keys[i] = k.String()
 		}
-		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm/hot)", name, keys[0])
+		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm/hot, [cache] from/to)", name, keys[0])
 	}
 	r := &Recipe{Path: path, Dir: filepath.Dir(path)}
 	if err := r.fill(name, &raw); err != nil {
@@ -221,6 +232,14 @@ func (r *Recipe) fill(name string, raw *rawRecipe) error {
 			return err
 		}
 		r.Steps = append(r.Steps, st)
+	}
+	if raw.Cache != nil {
+		r.Cache = Cache{From: strings.TrimSpace(raw.Cache.From), To: strings.TrimSpace(raw.Cache.To)}
+		for k, v := range map[string]string{"from": r.Cache.From, "to": r.Cache.To} {
+			if strings.ContainsAny(v, " \t\n") || strings.Contains(v, "://") {
+				return errs.Invalid("%s: [cache] %s = %q: give a repository as registry/name (no scheme, no spaces)", name, k, v)
+			}
+		}
 	}
 	return r.fillPool(name, raw.Pool)
 }

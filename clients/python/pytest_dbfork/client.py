@@ -12,7 +12,6 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-SOCKET_NAME = "dbfork.sock"
 
 
 class DbforkError(Exception):
@@ -42,17 +41,6 @@ class Lease:
                    acquire_ms=float(d.get("acquire_ms", 0.0)), raw=d)
 
 
-def default_store():
-    """The store dbfork uses without --store: $DBFORK_STORE, /var/lib/dbfork
-    as root, else $XDG_DATA_HOME/dbfork."""
-    if os.environ.get("DBFORK_STORE"):
-        return os.environ["DBFORK_STORE"]
-    if os.geteuid() == 0:
-        return "/var/lib/dbfork"
-    xdg = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(xdg, "dbfork")
-
-
 class _UnixConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout):
         super().__init__("dbfork", timeout=timeout)
@@ -70,7 +58,9 @@ class Client:
     process's PID from the socket, so leases end when this process does."""
 
     def __init__(self, store=None, socket_path=None, timeout=1800.0):
-        self.socket_path = socket_path or os.path.join(store or default_store(), SOCKET_NAME)
+        # Without a socket: the one rule of docs/api.md (which store is
+        # the default is dbfork's to say, not this client's).
+        self.socket_path = socket_path or find_socket(store)
         self.timeout = timeout
 
     def available(self):

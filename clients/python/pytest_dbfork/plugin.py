@@ -71,6 +71,29 @@ class _Dbfork:
 def pytest_configure(config):
     config.addinivalue_line("markers", "dbfork: the test uses a dbfork database")
     config._dbfork = _Dbfork(config)
+    _prepare_for_workers(config)
+
+
+def _prepare_for_workers(config):
+    """In the xdist controller: find (or start) the daemon once, check the
+    golden once, and hand the socket to every worker through
+    DBFORK_SOCKET, so a cold start is paid once per run, not per worker.
+    Any failure is left to the workers, which report it with the test that
+    needed a database."""
+    if hasattr(config, "workerinput") or os.environ.get("DBFORK_SOCKET"):
+        return
+    n = getattr(config.option, "numprocesses", None)
+    if not n or getattr(config.option, "dist", "no") == "no":
+        return
+    d = config._dbfork
+    if not os.path.isfile(d.recipe):
+        return
+    try:
+        sock = find_socket(d.store)
+        Client(socket_path=sock).ensure_golden(d.recipe)
+    except (DbforkError, OSError, ValueError):
+        return
+    os.environ["DBFORK_SOCKET"] = sock
 
 
 @pytest.fixture(scope="session")

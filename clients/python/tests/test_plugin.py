@@ -20,7 +20,7 @@ INNER = textwrap.dedent('''\
     def record(kind, **kw):
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         with open(os.path.join(OUT, "%s-%s-%d.json" % (kind, worker, os.getpid())), "a") as f:
-            f.write(json.dumps(dict(kw, worker=worker, pid=os.getpid())) + "\\n")
+            f.write(json.dumps(dict(kw, worker=worker, pid=os.getpid(), socket=os.environ.get("DBFORK_SOCKET"))) + "\\n")
 
     @pytest.mark.parametrize("n", range(16))
     def test_fresh_db(dbfork_db, n):
@@ -91,6 +91,9 @@ def test_xdist_workers_get_isolated_databases(world, tmp_path):
     # Every test had its own instance, never reused.
     assert len({x["id"] for x in fresh}) == 16
     assert len({x["worker"] for x in fresh}) > 1, "xdist did not spread the tests"
+    # The controller found the daemon once and handed its socket to every
+    # worker (a cold start is paid once per run, not per worker).
+    assert {x["socket"] for x in fresh} == {os.path.join(world.store, "dbfork.sock")}, fresh
     session = records(tmp_path, "session")
     by_worker = {}
     for x in session:

@@ -18,8 +18,20 @@ import (
 	"github.com/dbfork/dbfork/internal/recipe"
 )
 
-// Open locates installed server binaries for a recipe (no engine cache).
+// Open locates installed server binaries for a recipe (no engine cache),
+// and refuses recipe settings the engine keeps for itself.
 func Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
+	e, err := open(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := engine.CheckSettings(e, r.Settings); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
 	switch r.Engine {
 	case "postgres":
 		return postgres.New(ctx, r.Bindir, r.Version)
@@ -62,7 +74,14 @@ func (o *Opener) Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, err
 	if ferr != nil {
 		return nil, fmt.Errorf("no installed %s %s, and the engine cache cannot supply one: %w", r.Engine, r.Version, ferr)
 	}
-	return OpenInstalled(ctx, in, cache)
+	eng, err = OpenInstalled(ctx, in, cache)
+	if err != nil {
+		return nil, err
+	}
+	if err := engine.CheckSettings(eng, r.Settings); err != nil {
+		return nil, err
+	}
+	return eng, nil
 }
 
 // OpenInstalled opens a build from the engine cache.

@@ -34,23 +34,38 @@ func (e *Engine) Load(ctx context.Context, srv *engine.Server, r *recipe.Recipe,
 	return fmt.Errorf("unknown step kind %q", st.Kind)
 }
 
+// clientFile feeds one file to the command-line client. For dbfork's own
+// builds the client runs as this process over the server's socket; for a
+// build someone else asked for (engine.AsCaller) it runs as that user over
+// 127.0.0.1 with the build password, and a shell running as that user
+// opens the file: what the file makes the client do (`system`, `\!`) and
+// whether it can be read at all are that user's rights, not root's.
 func (e *Engine) clientFile(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
-	in, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	cmd := exec.CommandContext(ctx, e.Bin.Client, "--no-defaults", "--batch",
-		"--socket="+socketPath(srv.SocketDir), "--user="+srv.User, "--database="+srv.Database)
+	args := []string{"--no-defaults", "--batch", "--user=" + srv.User, "--database=" + srv.Database}
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `f=$1; shift; exec "$@" < "$f"`, "sh", file, e.Bin.Client)
 	cmd.Dir = r.Dir
 	cmd.Env = engine.BaseEnv()
-	cmd.Stdin = in
+	as := engine.AsCaller(ctx, r, cmd)
+	if as != "" {
+		cmd.Env = append(cmd.Env, "MYSQL_PWD="+srv.Password)
+		args = append(args, "--protocol=TCP", "--host=127.0.0.1", fmt.Sprintf("--port=%d", srv.Port))
+	} else {
+		args = append(args, "--socket="+socketPath(srv.SocketDir))
+	}
+	cmd.Args = append(cmd.Args, args...)
 	var stderr bytes.Buffer
 	cmd.Stdout = out
 	cmd.Stderr = io.MultiWriter(&stderr, out)
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		ee, ran := err.(*exec.ExitError)
+		if as != "" && !ran {
+			return fmt.Errorf("%s: the client could not start%s", r.Rel(file), as)
+		}
+		if ran && ee.ExitCode() == 2 && strings.HasPrefix(stderr.String(), "sh: ") && strings.Contains(stderr.String(), "cannot open") {
+			return fmt.Errorf("%s: cannot be opened%s", r.Rel(file), as)
 		}
 		return clientError(r.Rel(file), file, stderr.String(), err)
 	}

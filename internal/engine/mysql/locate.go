@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 )
 
@@ -30,6 +31,14 @@ func LocateAt(ctx context.Context, flavor Flavor, basedir string) (*Binaries, er
 	for _, p := range []string{b.Server, b.Install, b.Client} {
 		if p != "" && !executable(p) {
 			return nil, errs.MissingTool("%s install in %s lacks %s", flavor, basedir, filepath.Base(p))
+		}
+	}
+	for _, p := range []string{b.Server, b.Install} {
+		if p == "" {
+			continue
+		}
+		if err := engine.TrustedBinaries(filepath.Dir(p), []string{filepath.Base(p)}); err != nil {
+			return nil, errs.Invalid("%v", err)
 		}
 	}
 	out, err := exec.CommandContext(ctx, b.Server, "--no-defaults", "--version").CombinedOutput()
@@ -64,6 +73,7 @@ func Locate(ctx context.Context, flavor Flavor, bindir, want string) (*Binaries,
 	names := map[Flavor][]string{MariaDB: {"mariadbd", "mysqld"}, MySQL: {"mysqld"}}[flavor]
 	var looked []string
 	var other *ServerInfo
+	var untrusted error
 	seen := map[string]bool{}
 	for _, dir := range serverDirs(bindir) {
 		for _, n := range names {
@@ -74,6 +84,10 @@ func Locate(ctx context.Context, flavor Flavor, bindir, want string) (*Binaries,
 			}
 			seen[real] = true
 			looked = append(looked, p)
+			if err := engine.TrustedBinaries(dir, []string{n}); err != nil {
+				untrusted = err
+				continue
+			}
 			out, err := exec.CommandContext(ctx, p, "--no-defaults", "--version").Output()
 			if err != nil {
 				continue
@@ -90,14 +104,25 @@ func Locate(ctx context.Context, flavor Flavor, bindir, want string) (*Binaries,
 				continue
 			}
 			b := &Binaries{Server: p, Info: info}
-			return b, b.findTools(bindir)
+			if err := b.findTools(bindir); err != nil {
+				return b, err
+			}
+			if b.Install != "" {
+				if err := engine.TrustedBinaries(filepath.Dir(b.Install), []string{filepath.Base(b.Install)}); err != nil {
+					return nil, errs.Invalid("%v", err)
+				}
+			}
+			return b, nil
 		}
+	}
+	if bindir != "" && untrusted != nil {
+		return nil, errs.Invalid("bindir %s: %v", bindir, untrusted)
 	}
 	label := map[Flavor]string{MariaDB: "MariaDB", MySQL: "MySQL"}[flavor]
 	if want != "" {
 		label += " " + want
 	}
-	install := map[Flavor]string{MariaDB: "apt-get install mariadb-server", MySQL: "install MySQL 8 from dev.mysql.com (Debian ships only MariaDB)"}[flavor]
+	install := map[Flavor]string{MariaDB: "apt-get install mariadb-server", MySQL: "install MySQL 8 from Oracle's packages (Debian ships only MariaDB)"}[flavor]
 	hint := ""
 	if other != nil {
 		hint = "; found " + string(other.Flavor) + " " + other.Version + " instead (set engine = \"" + string(other.Flavor) + "\" to use it)"

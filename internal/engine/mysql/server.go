@@ -81,6 +81,9 @@ func (e *Engine) startOnce(ctx context.Context, spec engine.StartSpec, port int)
 	if fi, err := os.Stat(spec.LogFile); err == nil && fi.Size() > 0 {
 		_ = os.Truncate(spec.LogFile, 0)
 	}
+	if err := e.CheckSettings(spec.Settings); err != nil {
+		return nil, err
+	}
 	argv := e.argv(spec, port)
 	if spec.RunDir != "" {
 		tmp, err := privateTmp(spec.RunDir, spec.User)

@@ -57,10 +57,12 @@ func (p *Postgres) clientEnv(srv *engine.Server) []string {
 var psqlErrRe = regexp.MustCompile(`^psql:(.*):([0-9]+): (ERROR|FATAL|PANIC):\s+(.*)$`)
 
 func (p *Postgres) psqlFile(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
-	cmd := exec.CommandContext(ctx, p.bin("psql"), "-X", "-q", "-b", "-v", "ON_ERROR_STOP=1",
-		"-h", srv.SocketDir, "-p", fmt.Sprint(srv.Port), "-U", srv.User, "-d", srv.Database, "-f", file)
+	// Host, port, user, database and password come from the environment:
+	// the socket dir for dbfork's own builds, 127.0.0.1 for a caller's.
+	cmd := exec.CommandContext(ctx, p.bin("psql"), "-X", "-q", "-b", "-v", "ON_ERROR_STOP=1", "-f", file)
 	cmd.Dir = r.Dir
 	cmd.Env = p.clientEnv(srv)
+	as := engine.AsCaller(ctx, r, cmd)
 	var stderr bytes.Buffer
 	cmd.Stdout = out
 	cmd.Stderr = io.MultiWriter(&stderr, out)
@@ -70,6 +72,9 @@ func (p *Postgres) psqlFile(ctx context.Context, srv *engine.Server, r *recipe.R
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if as != "" && (strings.Contains(stderr.String(), "Permission denied") || !isExit(err)) {
+		return fmt.Errorf("%s: psql could not start or read it%s", r.Rel(file), as)
 	}
 	return sqlError(r.Rel(file), stderr.String(), err)
 }
@@ -124,15 +129,19 @@ func (p *Postgres) restore(ctx context.Context, srv *engine.Server, r *recipe.Re
 		return p.restoreScript(ctx, srv, r, file, out)
 	}
 	cmd := exec.CommandContext(ctx, p.bin("pg_restore"), "--exit-on-error", "--no-owner", "--no-privileges",
-		"-h", srv.SocketDir, "-p", fmt.Sprint(srv.Port), "-U", srv.User, "-d", srv.Database, file)
+		"-d", srv.Database, file)
 	cmd.Dir = r.Dir
 	cmd.Env = p.clientEnv(srv)
+	as := engine.AsCaller(ctx, r, cmd)
 	var stderr bytes.Buffer
 	cmd.Stdout = out
 	cmd.Stderr = io.MultiWriter(&stderr, out)
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if as != "" && !isExit(err) {
+			return fmt.Errorf("%s: pg_restore could not start%s", r.Rel(file), as)
 		}
 		return fmt.Errorf("%s: pg_restore failed (%v): %s", r.Rel(file), err, oneLine(engine.Tail(stderr.String(), 4), 400))
 	}
@@ -164,16 +173,17 @@ func dumpFormat(path string) (string, error) {
 func (p *Postgres) restoreScript(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
 	gen := exec.CommandContext(ctx, p.bin("pg_restore"), "--no-owner", "--no-privileges", "-f", "-", file)
 	gen.Dir = r.Dir
+	engine.AsCaller(ctx, r, gen)
 	var genErr bytes.Buffer
 	gen.Stderr = &genErr
 	script, err := gen.StdoutPipe()
 	if err != nil {
 		return err
 	}
-	run := exec.CommandContext(ctx, p.bin("psql"), "-X", "-q", "-b", "-v", "ON_ERROR_STOP=1",
-		"-h", srv.SocketDir, "-p", fmt.Sprint(srv.Port), "-U", srv.User, "-d", srv.Database, "-f", "-")
+	run := exec.CommandContext(ctx, p.bin("psql"), "-X", "-q", "-b", "-v", "ON_ERROR_STOP=1", "-f", "-")
 	run.Dir = r.Dir
 	run.Env = p.clientEnv(srv)
+	engine.AsCaller(ctx, r, run)
 	stdin, err := run.StdinPipe()
 	if err != nil {
 		return err
@@ -219,4 +229,11 @@ func (p *Postgres) restoreScript(ctx context.Context, srv *engine.Server, r *rec
 		return fmt.Errorf("%s: pg_restore failed (%v): %s", r.Rel(file), errors.Join(genWait, copyErr), oneLine(engine.Tail(genErr.String(), 4), 400))
 	}
 	return nil
+}
+
+// isExit tells a tool that ran and failed from one that never started
+// (a dir the caller cannot enter, a binary they cannot run).
+func isExit(err error) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee)
 }

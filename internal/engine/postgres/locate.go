@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 )
 
@@ -29,12 +30,17 @@ var (
 // want set ("15"), only that major version is accepted.
 func Locate(ctx context.Context, bindir, want string) (string, string, error) {
 	var looked []string
+	var untrusted error
 	try := func(dir string) (string, string, bool) {
 		if dir == "" {
 			return "", "", false
 		}
 		looked = append(looked, dir)
 		if !hasAll(dir, needed) {
+			return "", "", false
+		}
+		if err := engine.TrustedBinaries(dir, needed); err != nil {
+			untrusted = err
 			return "", "", false
 		}
 		v, err := serverVersion(ctx, dir)
@@ -49,6 +55,9 @@ func Locate(ctx context.Context, bindir, want string) (string, string, error) {
 	if bindir != "" {
 		if d, v, ok := try(bindir); ok {
 			return d, v, nil
+		}
+		if untrusted != nil {
+			return "", "", errs.Invalid("bindir %s: %v", bindir, untrusted)
 		}
 		return "", "", errs.MissingTool("no PostgreSQL %sserver binaries (%s) in bindir %s; fix bindir in dbfork.toml or install them: apt-get install postgresql%s", versionLabel(want), strings.Join(needed, ", "), bindir, dashVersion(want))
 	}

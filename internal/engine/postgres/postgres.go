@@ -47,6 +47,9 @@ func NewAt(ctx context.Context, bindir string, clientDirs []string) (*Postgres, 
 	if !hasAll(bindir, needed) {
 		return nil, errs.MissingTool("no PostgreSQL server binaries (%s) in %s", strings.Join(needed, ", "), bindir)
 	}
+	if err := engine.TrustedBinaries(bindir, needed); err != nil {
+		return nil, errs.Invalid("%v", err)
+	}
 	v, err := serverVersion(ctx, bindir)
 	if err != nil {
 		return nil, err
@@ -64,6 +67,18 @@ func serverMajor(v string) int {
 }
 
 func (p *Postgres) Name() string { return "postgres" }
+
+// BuildSettings make a golden's files depend on its data, not on timing,
+// so a rebuild after a change to one input leaves the other tables'
+// files byte-identical and an OCI push re-sends only what changed:
+// with wal_level=minimal, tables created and loaded in one transaction
+// (pgbench -i, pg_restore --single-transaction, COPY after CREATE/TRUNCATE)
+// skip WAL, so their pages carry no WAL position, and no standby snapshot
+// is logged every 15 s; autovacuum would rewrite pages at times of its own
+// choosing. Durability is unchanged (fsync stays on). Clones never get these.
+func (p *Postgres) BuildSettings() map[string]string {
+	return map[string]string{"wal_level": "minimal", "max_wal_senders": "0", "autovacuum": "off"}
+}
 
 func (p *Postgres) Version(ctx context.Context) (string, error) { return p.version, nil }
 

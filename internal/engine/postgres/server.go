@@ -83,6 +83,9 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 		}
 		settings["hba_file"] = hba
 	}
+	if err := p.CheckSettings(spec.Settings); err != nil {
+		return nil, err
+	}
 	for k, v := range spec.Settings {
 		settings[k] = v
 	}

@@ -9,17 +9,11 @@ use Cwd ();
 
 our $VERSION = '0.1.0';
 
-sub default_store {
-    return $ENV{DBFORK_STORE} if $ENV{DBFORK_STORE};
-    return '/var/lib/dbfork' if $> == 0;
-    my $xdg = $ENV{XDG_DATA_HOME} || ( ( $ENV{HOME} || '' ) . '/.local/share' );
-    return "$xdg/dbfork";
-}
-
 sub new {
     my ( $class, %o ) = @_;
-    my $store = $o{store} || default_store();
-    return bless { socket => $o{socket} || "$store/dbfork.sock" }, $class;
+    # Without a socket: the one rule of docs/api.md (which store is the
+    # default is dbfork's to say, not this client's).
+    return bless { socket => $o{socket} || $class->find_socket( store => $o{store} ) }, $class;
 }
 
 # find_socket(store => DIR): the API socket by the one rule of docs/api.md
@@ -54,7 +48,7 @@ sub socket_path { $_[0]{socket} }
 sub call {
     my ( $self, $method, $path, $body ) = @_;
     my $sock = IO::Socket::UNIX->new( Type => SOCK_STREAM(), Peer => $self->{socket} )
-      or die "dbfork: no `dbfork serve` answers on $self->{socket} ($!): start it with `dbfork serve -f dbfork.toml &`\n";
+      or die "dbfork: no `dbfork serve` answers on $self->{socket} ($!): run `dbfork daemon start`, or unset DBFORK_SOCKET to have one started\n";
     my $data = defined $body ? JSON::PP->new->utf8->canonical->encode($body) : '';
     my $req  = "$method $path HTTP/1.0\r\nHost: dbfork\r\nConnection: close\r\n";
     $req .= "Content-Type: application/json\r\n" if defined $body;

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Build once, pull everywhere: what a CI runner born empty pays with a
+# registry (issue 15). On this machine's loopback, with a CNCF distribution
+# registry (filesystem storage, bench/ociregistry) and stores on XFS images
+# (what `dbfork` makes by itself as root):
+#   build time in store A          vs  push time (all blobs new)
+#   pull into an empty store B     +   first clone+ready (`dbfork up`)
+#   compressed size of the artifact
+#   after a one-table change: bytes re-sent by the second push, vs the size
+#   of that table and the bytes of files that differ between the goldens.
+# Needs root, PostgreSQL (pgbench), Go. Prints one table.
+#   sudo bench/oci.sh [PGBENCH_SCALE] [PULL_RUNS]
+set -euo pipefail
+SCALE="${1:-100}"
+RUNS="${2:-3}"
+cd "$(dirname "$0")/.."
+W="$(mktemp -d /tmp/dbfork-oci-bench-XXXX)"
+chmod 755 "$W"
+REGPID=""
+cleanup() {
+  [ -n "$REGPID" ] && kill "$REGPID" 2>/dev/null || true
+  for s in "$W"/store-*; do
+    [ -d "$s" ] || continue
+    "$W/dbfork" --store "$s" down --all >/dev/null 2>&1 || true
+    "$W/dbfork" --store "$s" gc --all >/dev/null 2>&1 || true
+    "$W/dbfork" --store "$s" store umount >/dev/null 2>&1 || true
+  done
+  rm -rf "$W"
+}
+trap cleanup EXIT
+go build -o "$W/dbfork" ./cmd/dbfork
+go build -o "$W/ociregistry" ./bench/ociregistry
+D="$W/dbfork"
+now() { date +%s%N; }
+ms() { echo $(( ($(now) - $1) / 1000000 )); }
+
+"$W/ociregistry" -root "$W/registry" >"$W/registry.addr" 2>"$W/registry.log" &
+REGPID=$!
+until [ -s "$W/registry.addr" ]; do sleep 0.05; done
+REPO="$(cat "$W/registry.addr")/bench/pgbench"
+
+mkdir -p "$W/proj"
+cat >"$W/proj/dbfork.toml" <<EOF
+engine = "postgres"
+database = "bench"
+owner = "bench"
+[[load]]
+run = "pgbench -i -q -s $SCALE"
+[[load]]
+sql = "lookup.sql"
+EOF
+lookup() { # rows
+  printf 'create table lookup(id int primary key, name text not null);\ninsert into lookup select g, md5(g::text) from generate_series(1, %s) g;\n' "$1" >"$W/proj/lookup.sql"
+}
+lookup 100000
+cd "$W/proj"
+
+t=$(now); KEY="$($D --store "$W/store-a" build 2>/dev/null)"; BUILD_MS=$(ms "$t")
+t=$(now); $D --store "$W/store-a" push "$REPO" --json >"$W/push1.json"; PUSH_MS=$(ms "$t")
+j() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
+COMPRESSED=$(j "$W/push1.json" "d['stats']['compressed']")
+DATA=$(j "$W/push1.json" "d['stats']['uncompressed']")
+LAYERS=$(j "$W/push1.json" "d['stats']['layers']")
+
+PULLS=(); UPS=()
+for i in $(seq 1 "$RUNS"); do
+  s="$W/store-b$i"
+  $D --store "$s" ls >/dev/null 2>&1 # the store (an XFS image) exists before the clock starts
+  sync; echo 3 >/proc/sys/vm/drop_caches
+  t=$(now); $D --store "$s" pull "$REPO:$KEY" >/dev/null; PULLS+=("$(ms "$t")")
+  t=$(now); $D --store "$s" up --json >/dev/null; UPS+=("$(ms "$t")")
+  $D --store "$s" down --all >/dev/null
+  $D --store "$s" gc --all >/dev/null 2>&1 || true
+  $D --store "$s" store umount >/dev/null 2>&1 || true
+  rm -rf "$s" "$s.img"
+done
+
+# One table changes: one more row in lookup.
+lookup 100001
+t=$(now); KEY2="$($D --store "$W/store-a" build 2>/dev/null)"; BUILD2_MS=$(ms "$t")
+$D --store "$W/store-a" push "$REPO" --json >"$W/push2.json"
+RESENT=$(j "$W/push2.json" "d['stats']['bytes_sent']")
+RESENT_LAYERS="$(j "$W/push2.json" "d['stats']['layers_sent']")/$(j "$W/push2.json" "d['stats']['layers']")"
+TABLE=$($D --store "$W/store-a" run -- psql -XAtc "select pg_total_relation_size('lookup')")
+DIFF=$(python3 - "$W/store-a/goldens/$KEY/manifest.json" "$W/store-a/goldens/$KEY2/manifest.json" <<'EOF'
+import json, sys
+a = {f["path"]: f.get("sha256") for f in json.load(open(sys.argv[1]))["files"]}
+b = json.load(open(sys.argv[2]))["files"]
+print(sum(f["size"] for f in b if a.get(f["path"]) != f.get("sha256")))
+EOF
+)
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+range() { printf '%s\n' "$@" | sort -n | awk 'NR==1{lo=$1} {hi=$1} END {print lo "–" hi}'; }
+mib() { awk -v b="$1" 'BEGIN {printf "%.0f MiB", b/1048576}'; }
+PULL_MED=$(median "${PULLS[@]}"); UP_MED=$(median "${UPS[@]}")
+cat <<EOF
+pgbench scale $SCALE + a 100k-row lookup table; golden $(mib "$DATA"), $LAYERS layers, artifact $(mib "$COMPRESSED") (zstd)
+| step | ms |
+|---|---|
+| build (store A) | $BUILD_MS |
+| push, all blobs new | $PUSH_MS |
+| pull into an empty store (median of $RUNS, range) | $PULL_MED ($(range "${PULLS[@]}")) |
+| first clone + ready, \`dbfork up\` (median, range) | $UP_MED ($(range "${UPS[@]}")) |
+| pull + first clone vs build | $(awk -v p="$PULL_MED" -v u="$UP_MED" -v b="$BUILD_MS" 'BEGIN {printf "%.2f", (p+u)/b}') |
+| rebuild after one more lookup row | $BUILD2_MS |
+one-table change: re-sent $(mib "$RESENT") in $RESENT_LAYERS layers; lookup is $(mib "$TABLE"); files that differ between the goldens: $(mib "$DIFF")
+EOF

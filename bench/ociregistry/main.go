@@ -1,0 +1,34 @@
+// Command ociregistry runs a CNCF distribution registry (filesystem
+// storage) on loopback for bench/oci.sh: it prints its host:port on
+// stdout and serves until killed.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/dbfork/dbfork/internal/oci/ocitest"
+)
+
+func main() {
+	root := flag.String("root", "", "storage directory")
+	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	flag.Parse()
+	if *root == "" {
+		fmt.Fprintln(os.Stderr, "ociregistry: give -root DIR")
+		os.Exit(2)
+	}
+	reg, stop, err := ocitest.Serve(*root, *addr, ocitest.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ociregistry:", err)
+		os.Exit(1)
+	}
+	defer stop()
+	fmt.Println(reg.Host)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+}

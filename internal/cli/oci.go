@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/oci"
+	"github.com/dbfork/dbfork/internal/progress"
+	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// Environment read for registries (here, at the edge, only).
+const (
+	RegistryUserEnv      = "DBFORK_REGISTRY_USER"
+	RegistryPasswordEnv  = "DBFORK_REGISTRY_PASSWORD"
+	RegistryPlainHTTPEnv = "DBFORK_REGISTRY_PLAIN_HTTP"
+	// largeFileEnv lowers the one-layer-per-file threshold (bytes), for
+	// tests and benchmarks with small data.
+	largeFileEnv = "DBFORK_OCI_LARGE_FILE"
+)
+
+// registryFlags are the flags every registry command shares.
+type registryFlags struct{ plainHTTP bool }
+
+func (f *registryFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "talk plain HTTP to the registry (loopback registries always are); also "+RegistryPlainHTTPEnv+"=1")
+}
+
+func (f *registryFlags) registry() oci.Registry {
+	r := oci.Registry{
+		PlainHTTP: f.plainHTTP || os.Getenv(RegistryPlainHTTPEnv) == "1",
+		Username:  os.Getenv(RegistryUserEnv),
+		Password:  os.Getenv(RegistryPasswordEnv),
+	}
+	dir := os.Getenv("DOCKER_CONFIG")
+	if dir == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			dir = filepath.Join(home, ".docker")
+		}
+	}
+	if dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
+			r.DockerConfig = filepath.Join(dir, "config.json")
+		}
+	}
+	return r
+}
+
+func packOptions(g *globals) (oci.PackOptions, error) {
+	o := oci.PackOptions{}
+	if v := os.Getenv(largeFileEnv); v != "" {
+		if _, err := fmt.Sscan(v, &o.LargeFile); err != nil || o.LargeFile <= 0 {
+			return o, errs.Invalid("%s=%q: give a size in bytes", largeFileEnv, v)
+		}
+	}
+	return o, nil
+}
+
+// remote is the [cache] side of builds run by this process.
+func (g *globals) remote(s *store.Store, f registryFlags) golden.Remote {
+	po, _ := packOptions(g)
+	return &oci.Remote{Registry: f.registry(), Check: engineCheck(g.openEngine(s)), Pack: po}
+}
+
+// engineCheck refuses a golden built with another server version than
+// the one this machine would build with (an installed server, or one the
+// engine cache holds or may fetch).
+func engineCheck(open func(context.Context, *recipe.Recipe) (engine.Engine, error)) func(ctx context.Context, name, version string) error {
+	return func(ctx context.Context, name, version string) error {
+		return checkEngine(ctx, open, name, version)
+	}
+}
+
+func checkEngine(ctx context.Context, open func(context.Context, *recipe.Recipe) (engine.Engine, error), name, version string) error {
+	eng, err := open(ctx, &recipe.Recipe{Engine: name, Version: majorVersion(name, shortVersion(version))})
+	if err != nil {
+		return errs.Unsupported("the golden was built with %s %s, which this machine lacks (%v); install it, or build here: a build with another server version has another key", name, shortVersion(version), err)
+	}
+	have, err := eng.Version(ctx)
+	if err != nil {
+		return err
+	}
+	if have != version {
+		return errs.Conflict("the golden was built with %s %s but this machine runs %s %s; the exact server version is part of the key, so recipes here have another key: install %s %s, or build here (and push with --cache-to)", name, shortVersion(version), name, shortVersion(have), name, shortVersion(version))
+	}
+	return nil
+}
+
+// majorVersion is the part of a server version a recipe's version names:
+// "15" of PostgreSQL 15.14, "10.11" of MariaDB 10.11.6.
+func majorVersion(engine, v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if engine == "postgres" || len(parts) < 2 {
+		return parts[0]
+	}
+	return parts[0] + "." + parts[1]
+}
+
+// findGolden resolves a KEY argument, or the golden of a recipe.
+func findGolden(ctx context.Context, g *globals, s *store.Store, keyArg, file string) (*golden.Golden, error) {
+	if keyArg != "" {
+		return golden.Find(s, keyArg)
+	}
+	r, err := loadRecipe(file)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := g.openEngine(s)(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	key, _, _, err := golden.Key(ctx, eng, r, golden.OpenHashCache(filepath.Join(s.CacheDir(), "hashes.json")))
+	if err != nil {
+		return nil, err
+	}
+	gd, err := golden.Lookup(s, key)
+	if err != nil {
+		return nil, errs.NotFound("the recipe's golden %s is not in the store: run `dbfork build` first", golden.Short(key))
+	}
+	return gd, nil
+}
+
+func newExportCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "export KEY FILE",
+		Short: "Write a golden to one file (an OCI image layout tar: the artifact `push` sends)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.openStore()
+			if err != nil {
+				return err
+			}
+			gd, err := golden.Find(s, args[0])
+			if err != nil {
+				return err
+			}
+			po, err := packOptions(g)
+			if err != nil {
+				return err
+			}
+			st, err := oci.Export(cmd.Context(), s, gd, args[1], po)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(g.stdout, map[string]any{"key": gd.Key, "file": args[1], "stats": st})
+			}
+			fmt.Fprintf(g.stdout, "exported golden %s to %s: %d layers, %s (%s of data)\n",
+				golden.Short(gd.Key), args[1], st.Layers, humanBytes(st.Compressed), humanBytes(st.Uncompressed))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newImportCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Read a golden from a file written by `dbfork export` (verified, published atomically)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.openStore()
+			if err != nil {
+				return err
+			}
+			res, err := oci.Import(cmd.Context(), s, args[0], g.unpackOptions(s))
+			if err != nil {
+				return err
+			}
+			return g.printUnpacked(res, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (g *globals) unpackOptions(s *store.Store) oci.UnpackOptions {
+	return oci.UnpackOptions{
+		Check: engineCheck(g.openEngine(s)), Log: g.log,
+		OnWait: func() { fmt.Fprintln(g.stderr, "dbfork: waiting for another pull or build of the same golden") },
+	}
+}
+
+func (g *globals) printUnpacked(res *oci.Unpacked, asJSON bool) error {
+	if asJSON {
+		return printJSON(g.stdout, res)
+	}
+	fmt.Fprintln(g.stdout, res.Key)
+	return nil
+}
+
+// buildOptions are golden.Build's options for a command: progress on
+// stderr, and the recipe's [cache] through the registries.
+func (g *globals) buildOptions(s *store.Store, f registryFlags) golden.Options {
+	return golden.Options{
+		Progress: progress.New(g.stderr), Log: g.log, Remote: g.remote(s, f),
+		Warn: func(msg string) { fmt.Fprintln(g.stderr, "dbfork: "+msg) },
+	}
+}

@@ -1,0 +1,111 @@
+package golden
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/faults"
+	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/lockfile"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// Claim takes key's build lock for a caller that is about to make the
+// golden some other way than Build (a pull, an import). When the golden
+// exists already (before or after waiting for another process) it is
+// returned and nothing is held. Otherwise the caller holds the lock until
+// it calls release, and leftovers of crashed attempts at key are gone.
+func Claim(ctx context.Context, s *store.Store, key string, onWait func(), log *slog.Logger) (g *Golden, release func(), err error) {
+	if g, err := Lookup(s, key); err == nil {
+		return g, nil, nil
+	}
+	lock, err := lockfile.Acquire(ctx, s.BuildLock(key), onWait)
+	if err != nil {
+		return nil, nil, err
+	}
+	if g, err := Lookup(s, key); err == nil {
+		lock.Release()
+		return g, nil, nil
+	}
+	if err := setAsideBroken(s, key); err != nil {
+		lock.Release()
+		return nil, nil, err
+	}
+	ReapBuilds(ctx, s, key, log)
+	return nil, lock.Release, nil
+}
+
+// NewWorkDir makes a tmp-… dir in the store's goldens dir for key, with
+// the key recorded so that gc reaps it once nobody holds key's lock. It
+// holds an empty data dir owned by the server user.
+func NewWorkDir(s *store.Store, key string) (string, error) {
+	tmp, err := os.MkdirTemp(s.GoldensDir(), tmpPrefix)
+	if err != nil {
+		return "", fmt.Errorf("create work dir: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return tmp, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, keyFile), []byte(key+"\n"), 0o644); err != nil {
+		return tmp, err
+	}
+	data := filepath.Join(tmp, "data")
+	if err := backend.NewDataDir(data); err != nil {
+		return tmp, fmt.Errorf("create data dir: %w", err)
+	}
+	return tmp, s.User.Chown(data)
+}
+
+// Publish turns a work dir whose data/ is complete into the golden m
+// describes: everything synced, the data frozen, the manifest written
+// last, one rename into place. A crash at any point leaves either nothing
+// visible or the complete golden. phase prefixes the crash points
+// ("build", "pull").
+func Publish(s *store.Store, tmp string, m *Manifest, phase string) (*Golden, error) {
+	data := filepath.Join(tmp, "data")
+	// Loaders and pulls create files freely: every directory of the tree
+	// is synced, so no entry is lost to a crash after the manifest says
+	// the golden is complete.
+	if _, err := fsutil.SyncDirs(data); err != nil {
+		return nil, fmt.Errorf("sync golden: %w", err)
+	}
+	// From here the golden is only read. As root, the golden's dir becomes
+	// root-only (clones reach the files as root: OverlayFS looks lower
+	// files up with the mounter's credentials, reflink and copy run in
+	// dbfork), and on btrfs the data subvolume becomes read-only.
+	if err := os.Chmod(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	if err := backend.FreezeDataDir(data); err != nil {
+		return nil, fmt.Errorf("make golden read-only: %w", err)
+	}
+	mdata, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	// The manifest is written last: a dir without one is not a golden.
+	if err := fsutil.WriteFileAtomic(filepath.Join(tmp, ManifestName), mdata, 0o644); err != nil {
+		return nil, err
+	}
+	faults.At(phase + ":manifest")
+	final := s.GoldenDir(m.Key)
+	if err := os.Rename(tmp, final); err != nil {
+		return nil, fmt.Errorf("publish golden: %w", err)
+	}
+	if err := fsutil.SyncDir(s.GoldensDir()); err != nil {
+		return nil, err
+	}
+	faults.At(phase + ":published")
+	return &Golden{Key: m.Key, Dir: final, Manifest: m}, nil
+}
+
+// Short is the 12-digit form of a key used in messages.
+func Short(key string) string { return short(key) }
+
+// ValidKey reports whether key looks like a golden key (64 hex digits).
+func ValidKey(key string) bool { return validKey(key) }

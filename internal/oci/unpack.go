@@ -1,0 +1,369 @@
+package oci
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	digest "github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/faults"
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// Source is where an artifact's blobs come from: a registry repository
+// or a layout tar.
+type Source interface {
+	Resolve(ctx context.Context, ref string) (ocispec.Descriptor, error)
+	Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error)
+}
+
+// EngineCheck says whether this machine runs the engine and exact server
+// version a golden was built with (nil), or why not.
+type EngineCheck func(ctx context.Context, engine, version string) error
+
+// UnpackOptions tune a pull or an import.
+type UnpackOptions struct {
+	Check    EngineCheck // nil: no check (tests of the format only)
+	Log      *slog.Logger
+	Progress func(string)
+	OnWait   func() // another process is pulling or building the same key
+	// Locked: the caller holds the key's build lock (a pull from inside
+	// golden.Build).
+	Locked bool
+}
+
+// Unpacked says what a pull or import did.
+type Unpacked struct {
+	Golden     *golden.Golden `json:"-"`
+	Key        string         `json:"key"`
+	Manifest   string         `json:"manifest_digest"`
+	Downloaded bool           `json:"downloaded"` // false: the store had it
+	Bytes      int64          `json:"bytes"`      // blob bytes read
+	Seconds    float64        `json:"seconds"`
+}
+
+// artifact is a fetched and checked OCI manifest with its golden manifest.
+type artifact struct {
+	desc   ocispec.Descriptor
+	man    ocispec.Manifest
+	golden *golden.Manifest
+}
+
+// Unpack fetches the artifact ref names from src into store s, verified,
+// and publishes it like a build. A store that has the key already is
+// left alone.
+func Unpack(ctx context.Context, s *store.Store, src Source, ref string, o UnpackOptions) (*Unpacked, error) {
+	start := time.Now()
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	a, err := fetchArtifact(ctx, src, ref)
+	if err != nil {
+		return nil, err
+	}
+	key := a.golden.Key
+	if o.Check != nil {
+		if err := o.Check(ctx, a.golden.Engine, a.golden.EngineVersion); err != nil {
+			return nil, err
+		}
+	}
+	res := &Unpacked{Key: key, Manifest: a.desc.Digest.String()}
+	if !o.Locked {
+		g, release, err := golden.Claim(ctx, s, key, o.OnWait, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		if g != nil {
+			res.Golden, res.Seconds = g, time.Since(start).Seconds()
+			return res, nil
+		}
+		defer release()
+	} else if g, err := golden.Lookup(s, key); err == nil {
+		res.Golden = g
+		return res, nil
+	}
+	g, n, err := unpackLocked(ctx, s, src, a, o)
+	if err != nil {
+		return nil, err
+	}
+	res.Golden, res.Downloaded, res.Bytes, res.Seconds = g, true, n, time.Since(start).Seconds()
+	return res, nil
+}
+
+// fetchArtifact resolves ref and checks that it is a golden this
+// platform can use.
+func fetchArtifact(ctx context.Context, src Source, ref string) (*artifact, error) {
+	desc, err := src.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if desc.MediaType != ManifestType {
+		return nil, errs.Invalid("%s is a %s, not a dbfork golden (an OCI manifest of type %s)", ref, desc.MediaType, ArtifactType)
+	}
+	data, err := fetchAll(ctx, src, desc, 4<<20)
+	if err != nil {
+		return nil, fmt.Errorf("fetch manifest: %w", err)
+	}
+	a := &artifact{desc: desc}
+	if err := json.Unmarshal(data, &a.man); err != nil {
+		return nil, errs.Invalid("%s: bad OCI manifest: %v", ref, err)
+	}
+	if a.man.ArtifactType != ArtifactType || a.man.Config.MediaType != ConfigType {
+		return nil, errs.Invalid("%s is not a dbfork golden (artifact type %q, want %s)", ref, a.man.ArtifactType, ArtifactType)
+	}
+	if p := a.man.Annotations[AnnoPlatform]; p != Platform() {
+		return nil, errs.Unsupported("golden %s was built on %s; data files of this machine's %s are not compatible", ref, p, Platform())
+	}
+	cfg, err := fetchAll(ctx, src, a.man.Config, 64<<20)
+	if err != nil {
+		return nil, fmt.Errorf("fetch golden manifest: %w", err)
+	}
+	a.golden = &golden.Manifest{}
+	if err := json.Unmarshal(cfg, a.golden); err != nil {
+		return nil, errs.Invalid("%s: bad golden manifest: %v", ref, err)
+	}
+	if k := a.golden.Key; !golden.ValidKey(k) || k != a.man.Annotations[AnnoKey] {
+		return nil, errs.Invalid("%s: the golden manifest's key %q differs from the artifact's %q", ref, k, a.man.Annotations[AnnoKey])
+	}
+	if err := checkFiles(a.golden.Files); err != nil {
+		return nil, errs.Invalid("%s: %v", ref, err)
+	}
+	return a, nil
+}
+
+// fetchAll reads a small blob and checks its size and digest.
+func fetchAll(ctx context.Context, src Source, desc ocispec.Descriptor, limit int64) ([]byte, error) {
+	if desc.Size > limit || desc.Size < 0 {
+		return nil, errs.Invalid("blob %s is %d bytes, more than the %d allowed", desc.Digest, desc.Size, limit)
+	}
+	if err := desc.Digest.Validate(); err != nil {
+		return nil, errs.Invalid("bad digest %q: %v", desc.Digest, err)
+	}
+	rc, err := src.Fetch(ctx, desc)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, desc.Size+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != desc.Size || digest.FromBytes(data) != desc.Digest {
+		return nil, corrupt(desc)
+	}
+	return data, nil
+}
+
+func corrupt(desc ocispec.Descriptor) error {
+	return errs.Conflict("blob %s does not match its digest (corrupt in the registry or in transit); nothing was published", desc.Digest)
+}
+
+// unpackLocked downloads into a tmp- dir, verifies, and publishes.
+func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, o UnpackOptions) (g *golden.Golden, n int64, err error) {
+	tmp, err := golden.NewWorkDir(s, a.golden.Key)
+	defer func() {
+		if err != nil && tmp != "" {
+			if rerr := golden.Discard(tmp); rerr != nil {
+				o.Log.Warn("could not remove failed pull dir; `dbfork gc` will", "dir", tmp, "err", rerr)
+			}
+		}
+	}()
+	if err != nil {
+		return nil, 0, err
+	}
+	data := filepath.Join(tmp, "data")
+	if err := makeTree(data, a.golden.Files); err != nil {
+		return nil, 0, err
+	}
+	want := map[string]golden.File{}
+	for _, f := range a.golden.Files {
+		if fs.FileMode(f.Mode).IsRegular() {
+			want[f.Path] = f
+		}
+	}
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(2)
+	counts := make([]int64, len(a.man.Layers))
+	sums := &fileSums{m: map[string]string{}}
+	for i, l := range a.man.Layers {
+		eg.Go(func() error {
+			c, err := unpackLayer(ectx, src, l, data, want, sums)
+			counts[i] = c
+			if err == nil && o.Progress != nil {
+				o.Progress(fmt.Sprintf("layer %d/%d", i+1, len(a.man.Layers)))
+			}
+			faults.At("pull:layer")
+			return err
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, 0, err
+	}
+	for _, c := range counts {
+		n += c
+	}
+	if err := finishTree(data, a.golden.Files, s.User); err != nil {
+		return nil, n, err
+	}
+	faults.At("pull:downloaded")
+	if err := verifyPulled(tmp, a.golden, sums); err != nil {
+		return nil, n, err
+	}
+	// One syncfs makes every file durable before the manifest is written.
+	if err := syncFS(data); err != nil {
+		return nil, n, err
+	}
+	g, err = golden.Publish(s, tmp, a.golden, "pull")
+	if err != nil {
+		return nil, n, err
+	}
+	tmp = ""
+	return g, n, nil
+}
+
+// unpackLayer streams one layer into the data dir, and then checks the
+// blob's digest: whatever it wrote stays in the tmp- dir until then.
+func unpackLayer(ctx context.Context, src Source, desc ocispec.Descriptor, data string, want map[string]golden.File, sums *fileSums) (int64, error) {
+	if desc.MediaType != LayerType {
+		return 0, errs.Invalid("layer %s has media type %q, want %s", desc.Digest, desc.MediaType, LayerType)
+	}
+	if err := desc.Digest.Validate(); err != nil || desc.Digest.Algorithm() != digest.SHA256 {
+		return 0, errs.Invalid("layer digest %q is not a sha256 digest", desc.Digest)
+	}
+	rc, err := src.Fetch(ctx, desc)
+	if err != nil {
+		return 0, fmt.Errorf("fetch layer %s: %w", desc.Digest.Encoded()[:12], err)
+	}
+	defer rc.Close()
+	v := desc.Digest.Verifier()
+	cr := &countReader{r: io.TeeReader(io.LimitReader(rc, desc.Size+1), v)}
+	zr, err := zstd.NewReader(cr, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(256<<20))
+	if err != nil {
+		return 0, err
+	}
+	defer zr.Close()
+	extractErr := extractTar(ctx, tar.NewReader(zr), data, want, sums)
+	// Read to the end, so the digest covers the whole blob.
+	if _, err := io.Copy(io.Discard, cr); err != nil && extractErr == nil {
+		return cr.n, fmt.Errorf("fetch layer %s: %w", desc.Digest.Encoded()[:12], err)
+	}
+	if cr.n != desc.Size || !v.Verified() {
+		return cr.n, corrupt(desc)
+	}
+	return cr.n, extractErr
+}
+
+func extractTar(ctx context.Context, tr *tar.Reader, data string, want map[string]golden.File, sums *fileSums) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read layer: %w", err)
+		}
+		f, ok := want[hdr.Name]
+		if !ok || hdr.Typeflag != tar.TypeReg {
+			return errs.Invalid("layer entry %q is not a regular file of the golden's manifest", hdr.Name)
+		}
+		var off int64
+		if v, ok := hdr.PAXRecords[paxOffset]; ok {
+			if off, err = strconv.ParseInt(v, 10, 64); err != nil || off < 0 {
+				return errs.Invalid("layer entry %q has a bad offset %q", hdr.Name, v)
+			}
+		}
+		if hdr.Size < 0 || off+hdr.Size > f.Size {
+			return errs.Invalid("layer entry %q (%d bytes at %d) is larger than the manifest's %d", hdr.Name, hdr.Size, off, f.Size)
+		}
+		// A whole file is hashed as it is written; parts are read back
+		// by verifyPulled.
+		var r io.Reader = tr
+		h := sha256.New()
+		whole := off == 0 && hdr.Size == f.Size
+		if whole {
+			r = io.TeeReader(tr, h)
+		}
+		if err := writeAt(filepath.Join(data, f.Path), off, hdr.Size, r); err != nil {
+			return err
+		}
+		if whole {
+			sums.set(f.Path, hex.EncodeToString(h.Sum(nil)))
+		}
+	}
+}
+
+// writeAt writes n bytes of r into path from off, creating the file (never
+// through a symlink); syncFS makes it durable later.
+func writeAt(path string, off, n int64, r io.Reader) error {
+	fd, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|noFollow, 0o600)
+	if err != nil {
+		return fmt.Errorf("write golden file: %w", err)
+	}
+	defer fd.Close()
+	w := io.NewOffsetWriter(fd, off)
+	if m, err := io.CopyN(w, r, n); err != nil {
+		return fmt.Errorf("write %s (%d of %d bytes): %w", path, m, n, err)
+	}
+	return fd.Close()
+}
+
+// checkFiles refuses a golden manifest whose paths could reach outside
+// the data dir: every path clean and relative, every parent a directory
+// of the manifest, only dirs, regular files and symlinks.
+func checkFiles(files []golden.File) error {
+	kinds := map[string]fs.FileMode{}
+	for _, f := range files {
+		if f.Path == "" || f.Path != filepath.Clean(f.Path) || filepath.IsAbs(f.Path) || f.Path == ".." || strings.HasPrefix(f.Path, "../") {
+			return fmt.Errorf("golden manifest names a bad path %q", f.Path)
+		}
+		t := fs.FileMode(f.Mode).Type()
+		if t != 0 && t != fs.ModeDir && t != fs.ModeSymlink {
+			return fmt.Errorf("golden manifest holds %q of type %v", f.Path, t)
+		}
+		if _, dup := kinds[f.Path]; dup {
+			return fmt.Errorf("golden manifest names %q twice", f.Path)
+		}
+		if f.Size < 0 {
+			return fmt.Errorf("golden manifest gives %q a negative size", f.Path)
+		}
+		kinds[f.Path] = t
+	}
+	for _, f := range files {
+		if dir := filepath.Dir(f.Path); dir != "." && kinds[dir] != fs.ModeDir {
+			return fmt.Errorf("golden manifest: the parent of %q is not one of its directories", f.Path)
+		}
+	}
+	return nil
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
