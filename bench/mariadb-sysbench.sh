@@ -4,7 +4,8 @@
 # is built once per version by `sysbench prepare`; each profile is the
 # recipe's [settings] (instances only, not part of the key), each run a
 # fresh `dbfork up`, the sysbench run, `dbfork down`. Prints one line per
-# run: backend, profile, clone+ready ms, tps, p95 and max latency.
+# run: backend, profile, clone+ready ms, tps, p95 and max latency, and the
+# machine's load average (figures from a busy machine are not comparable).
 #   sudo bench/mariadb-sysbench.sh STORE VERSION BACKEND RUNS PROFILE...
 # PROFILE is a name from the table below. Example:
 #   sudo bench/mariadb-sysbench.sh /var/lib/dbfork-bench 10.11 reflink 3 old new
@@ -20,6 +21,8 @@ settings() {
       printf 'innodb_log_file_size = "16M"\ninnodb_buffer_pool_size = "64M"\ninnodb_io_capacity = "200"\ninnodb_flush_method = "O_DIRECT"\n' ;;
     new) ;; # the test profile dbfork passes today
     redo) echo 'innodb_log_file_size = "512M"' ;;
+    log16) echo 'innodb_log_file_size = "16M"' ;;   # today's profile with the golden's 16 MiB redo log
+    log64) echo 'innodb_log_file_size = "64M"' ;;
     bp) echo 'innodb_buffer_pool_size = "512M"' ;;
     redobp) printf 'innodb_log_file_size = "512M"\ninnodb_buffer_pool_size = "512M"\n' ;;
     io) printf 'innodb_log_file_size = "512M"\ninnodb_buffer_pool_size = "512M"\ninnodb_io_capacity = "5000"\ninnodb_io_capacity_max = "10000"\n' ;;
@@ -44,9 +47,11 @@ EOF
 
 recipe old
 (cd "$WORK" && "$D" --store "$STORE" build >/dev/null)
-for p in "$@"; do
-  recipe "$p"
-  for r in $(seq 1 "$RUNS"); do
+# Profiles take turns (run 1 of each, then run 2 of each, ...), so a
+# machine that gets busier or quieter does not favour one of them.
+for r in $(seq 1 "$RUNS"); do
+  for p in "$@"; do
+    recipe "$p"
     out="$(cd "$WORK" && "$D" --store "$STORE" up --backend "$BACKEND" --json)"
     id="$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$out" | head -1)"
     ready="$(sed -n 's/.*"ready_ms": \([0-9.]*\).*/\1/p' <<<"$out")"
@@ -58,7 +63,7 @@ for p in "$@"; do
     tps="$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' <<<"$res")"
     p95="$(sed -n 's/.*95th percentile: *\([0-9.]*\).*/\1/p' <<<"$res")"
     max="$(sed -n 's/.*max: *\([0-9.]*\).*/\1/p' <<<"$res")"
-    printf '%s %-8s %-6s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms\n' \
-      "$VERSION" "$BACKEND" "$p" "$r" "$ready" "$tps" "$p95" "$max"
+    printf '%s %-8s %-6s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  load %s\n' \
+      "$VERSION" "$BACKEND" "$p" "$r" "$ready" "$tps" "$p95" "$max" "$(cut -d' ' -f1 /proc/loadavg)"
   done
 done
