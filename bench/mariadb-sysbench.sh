@@ -21,8 +21,7 @@ settings() {
       printf 'innodb_log_file_size = "16M"\ninnodb_buffer_pool_size = "64M"\ninnodb_io_capacity = "200"\ninnodb_flush_method = "O_DIRECT"\n' ;;
     new) ;; # the test profile dbfork passes today
     redo) echo 'innodb_log_file_size = "512M"' ;;
-    log16) echo 'innodb_log_file_size = "16M"' ;;   # today's profile with the golden's 16 MiB redo log
-    log64) echo 'innodb_log_file_size = "64M"' ;;
+    log64) echo 'innodb_log_file_size = "64M"' ;;   # today's profile with a 64 MiB redo log (preallocated per clone)
     bp) echo 'innodb_buffer_pool_size = "512M"' ;;
     redobp) printf 'innodb_log_file_size = "512M"\ninnodb_buffer_pool_size = "512M"\n' ;;
     io) printf 'innodb_log_file_size = "512M"\ninnodb_buffer_pool_size = "512M"\ninnodb_io_capacity = "5000"\ninnodb_io_capacity_max = "10000"\n' ;;

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/backend"
-	"github.com/dbfork/dbfork/internal/engine/mysql"
-	"github.com/dbfork/dbfork/internal/engine/postgres"
+	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/store"
 )
@@ -149,22 +147,8 @@ func printDoctor(g *globals, rep doctorReport) {
 
 func probeEngines(ctx context.Context) []engineReport {
 	var out []engineReport
-	er := engineReport{Engine: "postgres"}
-	if pg, err := postgres.New(ctx, "", ""); err != nil {
-		er.Error = err.Error()
-	} else {
-		er.OK, er.Bindir = true, pg.Bindir
-		er.Version, _ = pg.Version(ctx)
-	}
-	out = append(out, er)
-	for _, f := range []mysql.Flavor{mysql.MariaDB, mysql.MySQL} {
-		er := engineReport{Engine: string(f)}
-		if e, err := mysql.New(ctx, f, "", ""); err != nil {
-			er.Error = err.Error()
-		} else {
-			er.OK, er.Bindir, er.Version = true, filepath.Dir(e.Bin.Server), e.Bin.Info.Line
-		}
-		out = append(out, er)
+	for _, in := range engines.ProbeInstalled(ctx) {
+		out = append(out, engineReport(in))
 	}
 	return out
 }

@@ -3,13 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
@@ -86,14 +86,8 @@ func newInspectCmd(g *globals) *cobra.Command {
 // get no name.
 func relationNames(ctx context.Context, st *instance.State) func(string) string {
 	none := func(string) string { return "" }
-	if st.Engine != "postgres" {
-		return func(p string) string {
-			dir, file := filepath.Split(p)
-			if dir == "" || !strings.HasSuffix(file, ".ibd") {
-				return ""
-			}
-			return strings.TrimSuffix(dir, "/") + "." + strings.TrimSuffix(file, ".ibd")
-		}
+	if byPath := engine.TraitsOf(st.Engine).TableOfFile; byPath != nil {
+		return byPath
 	}
 	if st.Conn == nil || !st.Alive() {
 		return none

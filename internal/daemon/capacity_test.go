@@ -35,7 +35,7 @@ func TestCapacity(t *testing.T) {
 	if memAvailable() == 0 {
 		t.Error("MemAvailable not read from /proc/meminfo")
 	}
-	if m, d := perInstance("postgres", "copy", 5<<30); m != pgMemory || d != 5<<30 {
+	if m, d := perInstance("postgres", "copy", 5<<30); m != 48<<20 || d != 5<<30 {
 		t.Errorf("perInstance: %d %d", m, d)
 	}
 }
