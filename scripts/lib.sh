@@ -78,6 +78,7 @@ ensure_engines() {
   build_dbfork
   local store
   store="$(mktemp -d)"
+  chmod 755 "$store"
   if ! DBFORK_STORE_FS=plain "$REPO/bin/dbfork" --store "$store/s" engine ls | grep -q -- '-pypi '; then
     DBFORK_STORE_FS=plain "$REPO/bin/dbfork" --store "$store/s" engine install postgres@18 --from pypi >/dev/null
   fi

@@ -158,3 +158,22 @@ func (c *Client) Pools(ctx context.Context) ([]PoolInfo, error) {
 	}
 	return out.Pools, c.do(ctx, "GET", "/v1/pools", nil, &out)
 }
+
+// Reset takes a lease back to the golden state in place: same DSN, the
+// data as the golden has it; open connections are broken.
+func (c *Client) Reset(ctx context.Context, id string) (*Lease, error) {
+	var l Lease
+	return &l, c.do(ctx, "POST", "/v1/leases/"+id+"/reset", EmptyRequest{}, &l)
+}
+
+// CreateDatabase hands out a fresh database inside a lease's server
+// (when the lease's Fresh is FreshDatabase; else kind unsupported).
+func (c *Client) CreateDatabase(ctx context.Context, id string) (*Database, error) {
+	var db Database
+	return &db, c.do(ctx, "POST", "/v1/leases/"+id+"/databases", EmptyRequest{}, &db)
+}
+
+// DropDatabase drops a fresh database before its lease ends.
+func (c *Client) DropDatabase(ctx context.Context, id, name string) error {
+	return c.do(ctx, "DELETE", "/v1/leases/"+id+"/databases/"+name, nil, nil)
+}

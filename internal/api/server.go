@@ -50,6 +50,9 @@ func NewServer(svc Service, token string, log *slog.Logger) *Server {
 	mux.HandleFunc("GET /v1/leases", s.leases)
 	mux.HandleFunc("DELETE /v1/leases/{id}", s.release)
 	mux.HandleFunc("POST /v1/leases/{id}/keep", s.keep)
+	mux.HandleFunc("POST /v1/leases/{id}/reset", s.reset)
+	mux.HandleFunc("POST /v1/leases/{id}/databases", s.createDatabase)
+	mux.HandleFunc("DELETE /v1/leases/{id}/databases/{name}", s.dropDatabase)
 	mux.HandleFunc("GET /v1/pools", s.pools)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errs.NotFound("no API call %s %s (see docs/api.md)", r.Method, r.URL.Path))
@@ -214,9 +217,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // fail answers with the error's status (errs.HTTP is the one mapping).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, kind := errs.HTTP(err)
-	if status == 500 && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		status, kind = 503, "busy"
-	}
 	s.log.Debug("api error", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	writeJSON(w, status, ErrorBody{Error: err.Error(), Kind: kind})
 }
@@ -280,6 +280,49 @@ func (s *Server) keep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, l)
+}
+
+// emptyBody accepts no body or `{}` (strictly, like every body).
+func emptyBody(r *http.Request) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	var req EmptyRequest
+	return decode(r, &req)
+}
+
+func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
+	if err := emptyBody(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	l, err := s.svc.Reset(r.Context(), r.PathValue("id"), peerOf(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, l)
+}
+
+func (s *Server) createDatabase(w http.ResponseWriter, r *http.Request) {
+	if err := emptyBody(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	db, err := s.svc.CreateDatabase(r.Context(), r.PathValue("id"), peerOf(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 201, db)
+}
+
+func (s *Server) dropDatabase(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.DropDatabase(r.Context(), r.PathValue("id"), r.PathValue("name"), peerOf(r)); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // limitListener accepts at most n connections at once: Accept waits for

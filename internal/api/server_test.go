@@ -26,6 +26,13 @@ func (s *stub) Release(string, Peer) error        { return nil }
 func (s *stub) Keep(string, Peer) (*Lease, error) { return &Lease{}, nil }
 func (s *stub) Leases(Peer) []Lease               { return nil }
 func (s *stub) Pools() []PoolInfo                 { return nil }
+func (s *stub) Reset(context.Context, string, Peer) (*Lease, error) {
+	return &Lease{}, nil
+}
+func (s *stub) CreateDatabase(context.Context, string, Peer) (*Database, error) {
+	return &Database{}, nil
+}
+func (s *stub) DropDatabase(context.Context, string, string, Peer) error { return nil }
 
 func serveTCP(t *testing.T, svc Service) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/errs"
-
-	"github.com/dbfork/dbfork/internal/pool"
 )
 
 // SocketName is the API socket's name inside the store.
@@ -30,7 +28,39 @@ type Service interface {
 	Keep(id string, peer Peer) (*Lease, error)
 	Leases(peer Peer) []Lease
 	Pools() []PoolInfo
+	// Reset takes a lease's instance back to the golden state in place.
+	Reset(ctx context.Context, id string, peer Peer) (*Lease, error)
+	// CreateDatabase hands out a fresh database inside a lease's server
+	// (Lease.Fresh == FreshDatabase); DropDatabase drops one early.
+	CreateDatabase(ctx context.Context, id string, peer Peer) (*Database, error)
+	DropDatabase(ctx context.Context, id, name string, peer Peer) error
 }
+
+// How a lease gives a test fresh data (Lease.Fresh).
+const (
+	// FreshDatabase: POST /v1/leases/{id}/databases hands out a database
+	// cloned inside the running server (PostgreSQL >= 18 with
+	// file_copy_method=clone on a store that shares extents).
+	FreshDatabase = "database"
+	// FreshReset: POST /v1/leases/{id}/reset puts the whole instance back
+	// to the golden state.
+	FreshReset = "reset"
+)
+
+// Database is a fresh database inside a leased server (POST
+// /v1/leases/{id}/databases).
+type Database struct {
+	Name      string            `json:"name"`
+	DSN       string            `json:"dsn"`
+	SocketDSN string            `json:"socket_dsn"`
+	Env       map[string]string `json:"env"`
+	Ms        float64           `json:"ms"` // time inside the daemon
+	// OnDemand: none was cloned ahead, the caller waited for this one.
+	OnDemand bool `json:"cloned_on_demand,omitempty"`
+}
+
+// EmptyRequest is the body of calls that take no parameters: `{}`.
+type EmptyRequest struct{}
 
 // Peer is who called, as the kernel reports it for unix sockets
 // (SO_PEERCRED). Over TCP it is zero.
@@ -124,6 +154,13 @@ type Lease struct {
 	Pool        string            `json:"pool"`
 	Kept        bool              `json:"kept,omitempty"` // handed over: lives until `dbfork down`
 	InstanceDir string            `json:"instance_dir"`
+	// Fresh is FreshDatabase or FreshReset: the fastest way this lease
+	// gives a test fresh data.
+	Fresh   string  `json:"fresh"`
+	Resets  int     `json:"resets,omitempty"`   // resets so far
+	ResetMs float64 `json:"reset_ms,omitempty"` // the last reset, inside the daemon
+	// ResetSteps is where the last reset's time went (ms per step).
+	ResetSteps map[string]float64 `json:"reset_steps_ms,omitempty"`
 }
 
 // PoolInfo describes one pool (GET /v1/pools).
@@ -134,7 +171,21 @@ type PoolInfo struct {
 	Engine  string `json:"engine"`
 	Backend string `json:"backend"`
 	Retired bool   `json:"retired,omitempty"` // its recipe now builds another golden; it drains
-	pool.Stats
+	PoolStats
+}
+
+// PoolStats are a pool's counts (the API's own copy of the daemon's pool
+// state, so the wire format does not follow internal types).
+type PoolStats struct {
+	Min        int    `json:"min"`
+	Max        int    `json:"max"`
+	Warming    int    `json:"warming"`
+	Ready      int    `json:"ready"`
+	Leased     int    `json:"leased"`
+	Discarding int    `json:"discarding"`
+	Waiting    int    `json:"waiting"`
+	LastError  string `json:"last_error,omitempty"`
+	Closed     bool   `json:"closed,omitempty"`
 }
 
 // ErrorBody is every error response.

@@ -157,16 +157,22 @@ func printClone(g *globals, r *bench.CloneResult) {
 }
 
 func newBenchPoolCmd(g *globals) *cobra.Command {
-	var file, clientsFlag, backendName string
+	var file, clientsFlag, backendName, mode string
 	var cycles, minFlag, maxFlag int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "pool [-f dbfork.toml] [--clients 1,4,8] [--cycles 50]",
+		Use:   "pool [-f dbfork.toml] [--clients 1,4,8] [--cycles 50] [--mode release|reset|database]",
 		Short: "Acquire latency (p50/p99) from a warm pool with 1, 4 and 8 concurrent clients doing acquire/write/release",
 		Long: `Each client repeats: acquire a lease, insert a row, check that no other
 client's row is visible, release. Uses the store's running ` + "`dbfork serve`" + `, or
 starts a private one for the run. Pool size per scenario: --min (default:
-the number of clients) and --max (default: twice that).`,
+the number of clients) and --max (default: twice that).
+
+--mode reset: each client holds one lease and repeats reset (in place),
+write, check. --mode database: the same with a fresh database cloned
+inside the server per cycle (PostgreSQL 18 on a store that shares
+extents), dropped after it. The latency columns are then the reset or
+create-database call.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var clients []int
@@ -179,6 +185,9 @@ the number of clients) and --max (default: twice that).`,
 			}
 			if cycles < 1 {
 				return errs.Invalid("--cycles %d: need at least 1", cycles)
+			}
+			if mode != "release" && mode != bench.ModeReset && mode != bench.ModeDatabase {
+				return errs.Invalid("--mode %q: use release, reset or database", mode)
 			}
 			if file == "" {
 				file = recipe.DefaultFile
@@ -203,9 +212,11 @@ the number of clients) and --max (default: twice that).`,
 			if _, err := c.EnsureGolden(ctx, api.GoldenRequest{Recipe: abs}); err != nil {
 				return err
 			}
-			var results []*bench.PoolResult
+			var results []any
+			var freshRes []*bench.FreshResult
+			op := map[string]string{"release": "acquire", bench.ModeReset: "reset", bench.ModeDatabase: "create db"}[mode]
 			if !asJSON {
-				fmt.Fprintf(g.stdout, "%-8s %8s %12s %12s %12s %12s %10s %9s\n", "clients", "cycles", "acquire p50", "acquire p99", "acquire max", "write p50", "cycles/s", "isolated")
+				fmt.Fprintf(g.stdout, "%-8s %8s %12s %12s %12s %12s %10s %9s\n", "clients", "cycles", op+" p50", op+" p99", op+" max", "write p50", "cycles/s", "isolated")
 			}
 			for _, n := range clients {
 				lo, hi := n, 2*n
@@ -218,11 +229,22 @@ the number of clients) and --max (default: twice that).`,
 				if err := warmPool(ctx, c, abs, backendName, lo, hi); err != nil {
 					return err
 				}
-				r, err := bench.Pool(ctx, c, api.AcquireRequest{Recipe: abs, Backend: backendName, Min: &lo, Max: &hi}, n, cycles)
-				if err != nil {
-					return err
+				req := api.AcquireRequest{Recipe: abs, Backend: backendName, Min: &lo, Max: &hi}
+				var r *bench.PoolResult
+				if mode == "release" {
+					if r, err = bench.Pool(ctx, c, req, n, cycles); err != nil {
+						return err
+					}
+					results = append(results, r)
+				} else {
+					fr, err := bench.Fresh(ctx, c, req, mode, n, cycles)
+					if err != nil {
+						return err
+					}
+					r = &fr.PoolResult
+					results = append(results, fr)
+					freshRes = append(freshRes, fr)
 				}
-				results = append(results, r)
 				if !asJSON {
 					fmt.Fprintf(g.stdout, "%-8d %8d %10.1fms %10.1fms %10.1fms %10.1fms %10.1f %9v\n", r.Clients, r.Cycles, r.P50Ms, r.P99Ms, r.MaxMs, r.WriteP50, r.PerSecond, r.Isolated)
 				}
@@ -231,7 +253,10 @@ the number of clients) and --max (default: twice that).`,
 				}
 			}
 			if asJSON {
-				return printJSON(g.stdout, map[string]any{"recipe": abs, "results": results})
+				return printJSON(g.stdout, map[string]any{"recipe": abs, "mode": mode, "results": results})
+			}
+			for _, fr := range freshRes {
+				printSteps(g, fr)
 			}
 			return nil
 		},
@@ -242,8 +267,21 @@ the number of clients) and --max (default: twice that).`,
 	cmd.Flags().IntVar(&minFlag, "min", -1, "pool min (default: the number of clients)")
 	cmd.Flags().IntVar(&maxFlag, "max", 0, "pool max (default: twice the number of clients)")
 	cmd.Flags().StringVar(&backendName, "backend", "auto", "clone backend")
+	cmd.Flags().StringVar(&mode, "mode", "release", "what a cycle does: release (acquire/release), reset (in place) or database (a fresh database in the server)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// printSteps says where a fresh-data scenario's time went.
+func printSteps(g *globals, r *bench.FreshResult) {
+	fmt.Fprintf(g.stdout, "  %d clients, %s: inside the daemon p50 %.1f ms", r.Clients, r.Mode, r.ServerP50)
+	for _, k := range r.StepNames() {
+		fmt.Fprintf(g.stdout, "; %s %.1f", k, r.Steps[k])
+	}
+	if r.Mode == bench.ModeDatabase {
+		fmt.Fprintf(g.stdout, "; cloned while the client waited: %d of %d", r.OnDemand, r.Acquires)
+	}
+	fmt.Fprintln(g.stdout)
 }
 
 // benchDaemon returns a client of the store's daemon, or of a private one

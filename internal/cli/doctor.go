@@ -147,8 +147,15 @@ func printDoctor(g *globals, rep doctorReport) {
 
 func probeEngines(ctx context.Context) []engineReport {
 	var out []engineReport
-	for _, in := range engines.ProbeInstalled(ctx) {
-		out = append(out, engineReport(in))
+	for _, name := range engines.Names() {
+		e, _ := engines.Lookup(name)
+		er := engineReport{Engine: name}
+		if bindir, version, err := e.Installed(ctx); err != nil {
+			er.Error = err.Error()
+		} else {
+			er.OK, er.Bindir, er.Version = true, bindir, version
+		}
+		out = append(out, er)
 	}
 	return out
 }

@@ -3,13 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 	"text/tabwriter"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
@@ -80,54 +78,12 @@ func newInspectCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// relationNames maps data-dir paths to table names: MariaDB/MySQL files
-// are named after their tables; PostgreSQL's are looked up in the running
-// instance's catalog (its own database only). Best effort: unknown paths
-// get no name.
+// relationNames maps data-dir paths to table names, as the instance's
+// engine knows how (best effort: "" for unknown paths).
 func relationNames(ctx context.Context, st *instance.State) func(string) string {
-	none := func(string) string { return "" }
-	if byPath := engine.TraitsOf(st.Engine).TableOfFile; byPath != nil {
-		return byPath
-	}
-	if st.Conn == nil || !st.Alive() {
-		return none
-	}
-	c, err := pgx.Connect(ctx, st.Conn.URL)
+	e, err := engines.Lookup(st.Engine)
 	if err != nil {
-		return none
+		return func(string) string { return "" }
 	}
-	defer c.Close(context.Background())
-	var dbOID uint32
-	if err := c.QueryRow(ctx, "SELECT oid FROM pg_database WHERE datname = current_database()").Scan(&dbOID); err != nil {
-		return none
-	}
-	rows, err := c.Query(ctx, "SELECT pg_relation_filenode(oid)::text, relname FROM pg_class WHERE pg_relation_filenode(oid) IS NOT NULL")
-	if err != nil {
-		return none
-	}
-	byNode := map[string]string{}
-	for rows.Next() {
-		var node, name string
-		if rows.Scan(&node, &name) == nil {
-			byNode[node] = name
-		}
-	}
-	rows.Close()
-	prefix := fmt.Sprintf("base/%d/", dbOID)
-	return func(p string) string {
-		rest, ok := strings.CutPrefix(p, prefix)
-		if !ok {
-			return ""
-		}
-		// 16384, 16384.1 (segments), 16384_fsm, 16384_vm
-		node := strings.FieldsFunc(rest, func(r rune) bool { return r == '.' || r == '_' })
-		if len(node) == 0 {
-			return ""
-		}
-		name := byNode[node[0]]
-		if name != "" && strings.Contains(rest, "_") {
-			name += " (" + rest[strings.IndexByte(rest, '_')+1:] + ")"
-		}
-		return name
-	}
+	return e.RelationNames(ctx, st.Conn, st.Alive())
 }

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/oci"
@@ -95,14 +95,14 @@ func checkEngine(ctx context.Context, open func(context.Context, *recipe.Recipe)
 	return nil
 }
 
-// majorVersion is the part of a server version a recipe's version names:
-// "15" of PostgreSQL 15.14, "10.11" of MariaDB 10.11.6.
-func majorVersion(engine, v string) string {
-	parts := strings.SplitN(v, ".", 3)
-	if engine == "postgres" || len(parts) < 2 {
-		return parts[0]
+// majorVersion is the part of a server version a recipe's version names,
+// as the engine says ("15" of PostgreSQL 15.14, "10.11" of MariaDB 10.11.6).
+func majorVersion(name, v string) string {
+	e, err := engines.Lookup(name)
+	if err != nil {
+		return v
 	}
-	return parts[0] + "." + parts[1]
+	return e.Major(v)
 }
 
 // findGolden resolves a KEY argument, or the golden of a recipe.

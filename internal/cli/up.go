@@ -141,7 +141,7 @@ func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *i
 	if err != nil {
 		return nil, nil, err
 	}
-	in, err := instance.Create(ctx, s, eng, res.Golden, instance.Options{Backend: f.backend, Settings: r.Settings})
+	in, err := instance.Create(ctx, s, eng, res.Golden, instance.Options{Backend: f.backend, Settings: r.Settings, Recipe: r.Path})
 	if err != nil {
 		return nil, nil, err
 	}

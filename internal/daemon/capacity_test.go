@@ -35,7 +35,11 @@ func TestCapacity(t *testing.T) {
 	if memAvailable() == 0 {
 		t.Error("MemAvailable not read from /proc/meminfo")
 	}
+	// Each engine's own figure, from its registry entry.
 	if m, d := perInstance("postgres", "copy", 5<<30); m != 48<<20 || d != 5<<30 {
-		t.Errorf("perInstance: %d %d", m, d)
+		t.Errorf("perInstance postgres copy: %d %d", m, d)
+	}
+	if m, d := perInstance("mariadb", "overlay", 5<<30); m != 192<<20 || d != cowDisk {
+		t.Errorf("perInstance mariadb overlay: %d %d", m, d)
 	}
 }

@@ -66,7 +66,8 @@ type Daemon struct {
 	engines map[string]engine.Engine
 	pools   map[string]*entry
 	leases  map[string]*lease
-	drained []*entry // retired pools taken out of pools, closing
+	spares  map[string]*spares // by instance id, from warming until destroyed
+	drained []*entry           // retired pools taken out of pools, closing
 	closed  bool
 
 	stop chan struct{}
@@ -88,6 +89,9 @@ type entry struct {
 	// pool.New has returned.
 	live    atomic.Pointer[pool.Pool[*instance.Instance]]
 	retired bool
+
+	dbOnce   sync.Once // whether the store shares extents, probed once
+	dbShares bool
 }
 
 type lease struct {
@@ -96,6 +100,15 @@ type lease struct {
 	expires time.Time     // zero: none
 	entry   *entry
 	owner   int // the caller's uid; -1 over TCP
+	in      *instance.Instance
+	spares  *spares // fresh databases (Fresh == FreshDatabase)
+
+	// op serialises what changes the instance under a lease (reset,
+	// fresh databases) against its end; life ends with the lease and
+	// cancels whatever such call is running.
+	op     sync.Mutex
+	life   context.Context
+	cancel context.CancelFunc
 }
 
 // New starts a daemon (its lease watcher); Close stops it.
@@ -111,7 +124,7 @@ func New(o Options) *Daemon {
 	}
 	d := &Daemon{o: o, started: time.Now().UTC(), engines: map[string]engine.Engine{},
 		hc: golden.OpenHashCache(filepath.Join(o.Store.CacheDir(), "hashes.json")), goldens: map[string]*golden.Golden{},
-		pools: map[string]*entry{}, leases: map[string]*lease{},
+		pools: map[string]*entry{}, leases: map[string]*lease{}, spares: map[string]*spares{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go d.watch()
 	return d
@@ -191,7 +204,7 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	key, _, _, err := golden.Key(ctx, eng, r, d.hc)
+	key, inputs, version, err := golden.Key(ctx, eng, r, d.hc)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -203,7 +216,8 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 			return r, eng, &golden.Result{Golden: g}, nil
 		}
 	}
-	res, err := golden.Build(ctx, d.o.Store, eng, r, golden.Options{Log: d.o.Log, Remote: d.o.Remote})
+	res, err := golden.BuildKeyed(ctx, d.o.Store, eng, r,
+		golden.Keyed{Key: key, Inputs: inputs, Version: version}, golden.Options{Log: d.o.Log, Remote: d.o.Remote})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -274,8 +288,8 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 	if req.Max != nil {
 		cfg.Max = *req.Max
 	}
-	if cfg.Min < 0 || cfg.Max < 1 || cfg.Min > cfg.Max || cfg.Max > 256 {
-		return nil, errs.Invalid("pool needs 0 <= min <= max and 1 <= max <= 256 (got min=%d max=%d)", cfg.Min, cfg.Max)
+	if err := (recipe.Pool{Min: cfg.Min, Max: cfg.Max}).CheckSize(); err != nil {
+		return nil, errs.Invalid("%w", err)
 	}
 	e, err := d.entryFor(r, eng, res.Golden, req.Backend, cfg)
 	if err != nil {
@@ -319,21 +333,17 @@ func lastErr(st pool.Stats) string {
 
 func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, ttl float64, t0 time.Time, peer api.Peer) *api.Lease {
 	st := in.State
-	l := &lease{holder: holder, entry: e, owner: -1}
+	l := &lease{holder: holder, entry: e, owner: -1, in: in}
+	l.life, l.cancel = context.WithCancel(context.Background())
 	if peer.Unix {
 		l.owner = peer.UID
 	}
-	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend,
+	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend, Fresh: api.FreshReset,
 		HolderPID: holder.PID, Leased: time.Now().UTC(), ReadyMs: st.ReadyMs, Pool: e.id, InstanceDir: st.Dir,
 		Env: st.ClientEnv()}
 	if st.Conn != nil {
 		l.DSN, l.SocketDSN = st.Conn.URL, st.Conn.SocketURL
-		// The instance's socket dir belongs to the server user (mode
-		// 0700): a caller who is neither root nor that user connects over
-		// 127.0.0.1 with the instance password instead.
-		if !(peer.Unix && (peer.UID == 0 || peer.UID == d.o.Store.User.UID)) {
-			engine.TCPOnly(l.Env)
-		}
+		l.Env = d.clientEnv(l.Env, peer)
 	}
 	if ttl > 0 {
 		l.expires = time.Now().Add(time.Duration(ttl * float64(time.Second)))
@@ -343,6 +353,11 @@ func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, tt
 	l.AcquireMs = msSince(t0)
 	d.mu.Lock()
 	d.leases[st.ID] = l
+	if sp := d.spares[st.ID]; sp != nil {
+		l.spares, l.Fresh = sp, api.FreshDatabase
+		go d.refill(l, e.eng.(engine.DatabaseCloner))
+		sp.poke()
+	}
 	d.mu.Unlock()
 	d.o.Log.Info("leased", "id", st.ID, "pool", e.id, "holder", holder.PID, "ms", l.AcquireMs)
 	out := l.Lease
@@ -386,9 +401,13 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings, prewarm: r.Pool.Prewarm, hot: r.Pool.Hot}
 	p, err := pool.New(cfg, pool.Factory[*instance.Instance]{
 		Create: func(ctx context.Context) (*instance.Instance, error) {
-			in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings})
-			if err != nil || !e.prewarm {
+			in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe})
+			if err != nil {
 				return in, err
+			}
+			if !e.prewarm {
+				d.prepareFresh(ctx, e, in)
+				return in, nil
 			}
 			// Read the clone once while it waits in the pool: a fresh
 			// reflink/snapshot clone starts with a cold page cache.
@@ -409,6 +428,7 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 				return nil, fmt.Errorf("prewarm instance %s: %w", in.State.ID, err)
 			}
 			d.o.Log.Debug("prewarmed", "id", in.State.ID, "bytes", pw.Bytes, "ms", pw.Ms, "copied_up", pw.CopiedUp, "cut_short", pw.Cut)
+			d.prepareFresh(ctx, e, in)
 			return in, nil
 		},
 		Destroy: func(ctx context.Context, in *instance.Instance) error {
@@ -420,6 +440,9 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 				// parallel, so others may be half-way through.
 				faults.At("serve:stopping")
 			}
+			d.mu.Lock()
+			delete(d.spares, in.State.ID)
+			d.mu.Unlock()
 			return in.Destroy(ctx, d.o.Store)
 		},
 		ID: func(in *instance.Instance) string { return in.State.ID },
@@ -477,7 +500,16 @@ func (d *Daemon) Release(id string, peer api.Peer) error {
 		return err
 	}
 	d.o.Log.Info("released", "id", id)
-	if err := l.entry.pool.Release(id); err != nil && !errors.Is(err, pool.ErrClosed) {
+	l.cancel() // a reset or database call under way stops
+	l.op.Lock()
+	defer l.op.Unlock()
+	return d.discard(l)
+}
+
+// discard hands a taken lease's instance back to the pool, which destroys
+// it in the background. The caller holds l.op.
+func (d *Daemon) discard(l *lease) error {
+	if err := l.entry.pool.Release(l.ID); err != nil && !errors.Is(err, pool.ErrClosed) {
 		return err
 	}
 	return nil
@@ -489,6 +521,13 @@ func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
 	l, err := d.take(id, peer)
 	if err != nil {
 		return nil, err
+	}
+	l.op.Lock() // a reset under way finishes first
+	defer l.op.Unlock()
+	l.cancel()
+	if l.in.State.Status != instance.StatusReady {
+		_ = d.discard(l)
+		return nil, fmt.Errorf("keep lease %s: its instance is %s (a reset failed); it is being removed", id, l.in.State.Status)
 	}
 	in, err := l.entry.pool.Forget(id)
 	if err != nil {
@@ -527,7 +566,7 @@ func (d *Daemon) Pools() []api.PoolInfo {
 	out := make([]api.PoolInfo, 0, len(d.pools))
 	for _, e := range d.pools {
 		out = append(out, api.PoolInfo{ID: e.id, Recipe: e.recipe, Golden: e.golden.Key, Engine: e.eng.Name(),
-			Backend: e.backend, Retired: e.retired, Stats: e.pool.Stats()})
+			Backend: e.backend, Retired: e.retired, PoolStats: poolStats(e.pool.Stats())})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -604,8 +643,16 @@ func (d *Daemon) Close(ctx context.Context) error {
 		entries = append(entries, e)
 	}
 	entries = append(entries, d.drained...)
+	leases := d.leases
 	d.leases = map[string]*lease{}
 	d.mu.Unlock()
+	for _, l := range leases {
+		// A reset must not start a server on a clone the pool is
+		// tearing down.
+		l.cancel()
+		l.op.Lock()
+		l.op.Unlock() //nolint:staticcheck // waiting for it is the point
+	}
 	close(d.stop)
 	<-d.done
 	var wg sync.WaitGroup
@@ -644,4 +691,25 @@ func short(k string) string {
 	return k
 }
 
+// clientEnv adjusts a connection environment for the caller: the
+// instance's socket dir belongs to the server user (mode 0700), so a
+// caller who is neither root nor that user connects over 127.0.0.1 with
+// the instance password instead.
+func (d *Daemon) clientEnv(env map[string]string, peer api.Peer) map[string]string {
+	out := make(map[string]string, len(env)+1)
+	for k, v := range env {
+		out[k] = v
+	}
+	if !(peer.Unix && (peer.UID == 0 || peer.UID == d.o.Store.User.UID)) {
+		engine.TCPOnly(out)
+	}
+	return out
+}
+
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+
+// poolStats copies the pool's counts into the API's own type.
+func poolStats(s pool.Stats) api.PoolStats {
+	return api.PoolStats{Min: s.Min, Max: s.Max, Warming: s.Warming, Ready: s.Ready, Leased: s.Leased,
+		Discarding: s.Discarding, Waiting: s.Waiting, LastError: s.LastError, Closed: s.Closed}
+}

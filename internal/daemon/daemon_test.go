@@ -45,20 +45,26 @@ type world struct {
 func newWorld(t testing.TB, poolToml string) *world {
 	t.Helper()
 	testenv.RequireRoot(t)
-	root := testenv.Dir(t)
+	return newWorldAt(t, testenv.Dir(t), "", poolToml)
+}
+
+// newWorldAt keeps its store below root; head goes first in the recipe
+// (bindir = ...).
+func newWorldAt(t testing.TB, root, head, poolToml string) *world {
+	t.Helper()
 	s, err := store.Open(filepath.Join(root, "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := &world{t: t, root: root, store: s}
-	w.recipe = testenv.WriteRecipe(t, filepath.Join(root, "proj"), `
+	w.recipe = testenv.WriteRecipe(t, filepath.Join(root, "proj"), head+`
 engine = "postgres"
 database = "shop"
 owner = "shop"
 [[load]]
 sql = ["seed.sql"]
 `+poolToml, map[string]string{"seed.sql": "create table notes(id serial primary key, who text);\ninsert into notes(who) values ('golden');\n"})
-	w.d = daemon.New(daemon.Options{Store: s, Backoff: 50 * time.Millisecond, Watch: 20 * time.Millisecond,
+	w.d = daemon.New(daemon.Options{Store: s, Backoff: 50 * time.Millisecond, Watch: 20 * time.Millisecond, Log: testLogger(),
 		OpenEngine: func(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
 			return postgres.New(ctx, r.Bindir, r.Version)
 		}})

@@ -224,3 +224,24 @@ type HotFiler interface {
 type PageSizer interface {
 	PageSize() uint32
 }
+
+// DatabaseCloner is implemented by engines whose running server can copy
+// one of its databases by cloning files (PostgreSQL 18 and later with
+// file_copy_method = clone): on a filesystem that shares extents, a copy
+// of any size takes milliseconds. A lease then hands out a fresh database
+// per test instead of resetting the whole instance.
+type DatabaseCloner interface {
+	// ClonesDatabases says whether this server version can.
+	ClonesDatabases() bool
+	// MakeTemplate copies srv's own database to name and closes the copy
+	// to connections, so it stays idle: a template in use cannot be
+	// copied.
+	MakeTemplate(ctx context.Context, srv *Server, name string) error
+	// CloneDatabases creates each of names from template, over one
+	// connection, calling made after each.
+	CloneDatabases(ctx context.Context, srv *Server, template string, names []string, made func(name string)) error
+	// DropDatabase drops name, breaking its connections.
+	DropDatabase(ctx context.Context, srv *Server, name string) error
+	// ConnTo says how clients reach database name on srv.
+	ConnTo(srv *Server, name string) Conn
+}

@@ -1,53 +1,31 @@
 package engine
 
-import (
-	"path/filepath"
-	"strings"
-	"syscall"
-)
+import "syscall"
 
-// Traits is what code outside internal/engine may know about an engine,
-// by name, without importing its implementation: how to stop a recorded
-// server, how much memory a test-profile instance takes, how its data
-// files map to tables. One entry per engine; callers never switch on the
-// engine's name themselves.
+// Traits is how to stop a recorded server of an engine, by name, for code
+// that holds only the record (gc after a crash) and never imports the
+// engine's package. The rest of what callers outside internal/engine may
+// know about an engine is its entry in internal/engine/engines.
 type Traits struct {
 	// CleanStop shuts a server down leaving a data dir that starts
 	// without recovery; FastStop ends one whose data is thrown away.
 	CleanStop, FastStop syscall.Signal
-	// MemoryPerInstance is a test-profile server's memory plus a test's
-	// margin, for sizing pools.
-	MemoryPerInstance uint64
-	// TableOfFile names the table a data-dir file (relative path) holds,
-	// from the path alone; nil when only the server's catalog knows
-	// (PostgreSQL's files are numbered).
-	TableOfFile func(rel string) string
 }
 
-// traits of every engine, measured on this project's VM: PostgreSQL with
-// small shared_buffers; MariaDB/MySQL with the test profile's buffer pool
-// (MariaDB's grows with the machine up to 512 MiB, allocated as pages are
-// read, so a short test stays near the base figure).
+// traits: PostgreSQL takes SIGINT (fast shutdown) or SIGQUIT (immediate);
+// MySQL/MariaDB shut down cleanly on SIGTERM and are simply killed when
+// their data is about to be thrown away.
 var traits = map[string]Traits{
-	"postgres": {CleanStop: syscall.SIGINT, FastStop: syscall.SIGQUIT, MemoryPerInstance: 48 << 20},
-	"mariadb":  {CleanStop: syscall.SIGTERM, FastStop: syscall.SIGKILL, MemoryPerInstance: 192 << 20, TableOfFile: innodbTable},
-	"mysql":    {CleanStop: syscall.SIGTERM, FastStop: syscall.SIGKILL, MemoryPerInstance: 192 << 20, TableOfFile: innodbTable},
+	"postgres": {CleanStop: syscall.SIGINT, FastStop: syscall.SIGQUIT},
+	"mariadb":  {CleanStop: syscall.SIGTERM, FastStop: syscall.SIGKILL},
+	"mysql":    {CleanStop: syscall.SIGTERM, FastStop: syscall.SIGKILL},
 }
 
-// TraitsOf returns an engine's traits; an unknown name gets the careful
-// defaults (SIGTERM, SIGKILL, the larger memory figure).
+// TraitsOf returns an engine's traits; an unknown name gets SIGTERM and
+// SIGKILL.
 func TraitsOf(name string) Traits {
 	if t, ok := traits[name]; ok {
 		return t
 	}
-	return Traits{CleanStop: syscall.SIGTERM, FastStop: syscall.SIGKILL, MemoryPerInstance: 192 << 20}
-}
-
-// innodbTable names DB/TABLE.ibd "DB.TABLE".
-func innodbTable(rel string) string {
-	dir, file := filepath.Split(rel)
-	if dir == "" || !strings.HasSuffix(file, ".ibd") {
-		return ""
-	}
-	return strings.TrimSuffix(dir, "/") + "." + strings.TrimSuffix(file, ".ibd")
+	return Traits{CleanStop: syscall.SIGTERM, FastStop: syscall.SIGKILL}
 }

@@ -72,6 +72,8 @@ func gcOne(ctx context.Context, s *store.Store, id string, all bool) (Reaped, bo
 		reason = "its creator died while starting it"
 	case st.Status == StatusStopping:
 		reason = "it was being removed when dbfork stopped"
+	case st.Status == StatusResetting:
+		reason = "it was being reset when dbfork stopped"
 	default:
 		reason = "the process that held it died"
 	}

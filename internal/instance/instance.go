@@ -28,6 +28,7 @@ type Options struct {
 	Database string
 	Owner    string
 	Password string // empty: a random one
+	Recipe   string // absolute path of the recipe, recorded for `dbfork reset`
 }
 
 // Instance is a created instance and the lock that marks it in use.
@@ -70,7 +71,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 		ID: id, Key: g.Key, Engine: eng.Name(), Backend: b.Name(), BackendWhy: why,
 		Status: StatusCreating, Detached: o.Detached, Dir: dir,
 		DataDir: filepath.Join(dir, "data"), Scratch: filepath.Join(dir, "scratch"),
-		Created: time.Now().UTC(),
+		Created: time.Now().UTC(), Recipe: o.Recipe, Settings: o.Settings,
 	}
 	st.PIDFile = eng.PIDFile(st.DataDir)
 	in = &Instance{State: st, lock: lock}
@@ -153,17 +154,7 @@ func (in *Instance) Destroy(ctx context.Context, s *store.Store) error {
 // Down stops and removes an instance by id. It refuses an instance another
 // live process holds (a running `dbfork run`, or an `up` still starting).
 func Down(ctx context.Context, s *store.Store, id string) error {
-	// gc and other downs hold the lock for a moment while they look at an
-	// instance: wait that out, but not for a process that really uses it.
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	lock, err := lockfile.Acquire(wctx, lockPath(s, id), nil)
-	cancel()
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		err = lockfile.ErrHeld
-	}
-	if errors.Is(err, lockfile.ErrHeld) {
-		return errs.Conflict("instance %s is in use by another dbfork process (a running `dbfork run`, `serve` or `up`); stop that process instead", id)
-	}
+	lock, err := lockInstance(ctx, s, id)
 	if err != nil {
 		return err
 	}
@@ -177,6 +168,22 @@ func Down(ctx context.Context, s *store.Store, id string) error {
 	}
 	_ = os.Remove(lockPath(s, id))
 	return nil
+}
+
+// lockInstance takes an instance's lock for a command acting on it. gc
+// and other commands hold it for a moment while they look at an
+// instance: that is waited out, but not a process that really uses it.
+func lockInstance(ctx context.Context, s *store.Store, id string) (*lockfile.Lock, error) {
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	lock, err := lockfile.Acquire(wctx, lockPath(s, id), nil)
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		err = lockfile.ErrHeld
+	}
+	if errors.Is(err, lockfile.ErrHeld) {
+		return nil, errs.Conflict("instance %s is in use by another dbfork process (a running `dbfork run`, `serve` or `up`); stop that process instead", id)
+	}
+	return lock, err
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -27,6 +27,9 @@ const (
 	StatusCreating = "creating"
 	StatusReady    = "ready"
 	StatusStopping = "stopping"
+	// StatusResetting: the server is being swapped onto a fresh clone
+	// (Reset); a crash then leaves a leftover gc removes.
+	StatusResetting = "resetting"
 )
 
 // State is the on-disk record of an instance (state.json, mode 0600: it
@@ -49,6 +52,13 @@ type State struct {
 	CloneMs    float64        `json:"clone_ms"`
 	StartMs    float64        `json:"start_ms"`
 	ReadyMs    float64        `json:"ready_ms"` // clone + start + first query
+	// What Reset needs to start the server again as it was.
+	Recipe   string            `json:"recipe,omitempty"` // absolute path, for `dbfork reset`
+	Settings map[string]string `json:"settings,omitempty"`
+	Resets   int               `json:"resets,omitempty"`
+	ResetMs  float64           `json:"reset_ms,omitempty"` // the last reset
+	// ResetSteps: where the last reset's time went (ms per step).
+	ResetSteps map[string]float64 `json:"reset_steps_ms,omitempty"`
 }
 
 func newID() string {

@@ -36,6 +36,13 @@ func teardown(ctx context.Context, st *State) error {
 			return fmt.Errorf("remove clone of %s: %w", st.ID, err)
 		}
 	}
+	for _, sfx := range []string{nextSuffix, asideSuffix} { // left by a reset
+		if b, err := backend.Get(st.Backend); err == nil {
+			if err := removeClone(ctx, b, st.DataDir+sfx, st.Scratch+sfx); err != nil {
+				return err
+			}
+		}
+	}
 	faults.At("down:unmounted")
 	// Whatever the record says, nothing below the dir may stay mounted.
 	if err := fsutil.UnmountAllUnder(st.Dir); err != nil {

@@ -75,6 +75,19 @@ type Pool struct {
 	Hot []string
 }
 
+// MaxPoolSize is the largest max a pool may have.
+const MaxPoolSize = 256
+
+// CheckSize is the one pool-size rule: recipes and API calls that override
+// a recipe's sizes both apply it (the pool package only keeps its own
+// structural invariant).
+func (p Pool) CheckSize() error {
+	if p.Min < 0 || p.Max < 1 || p.Min > p.Max || p.Max > MaxPoolSize {
+		return fmt.Errorf("pool needs 0 <= min <= max and 1 <= max <= %d (got min=%d max=%d)", MaxPoolSize, p.Min, p.Max)
+	}
+	return nil
+}
+
 type rawRecipe struct {
 	Engine   string         `toml:"engine"`
 	Version  string         `toml:"version"`
@@ -286,8 +299,8 @@ func (r *Recipe) fillPool(name string, raw *rawPool) error {
 	if raw.Max != nil {
 		r.Pool.Max = *raw.Max
 	}
-	if r.Pool.Min < 0 || r.Pool.Max < 1 || r.Pool.Min > r.Pool.Max || r.Pool.Max > 256 {
-		return errs.Invalid("%s: pool needs 0 <= min <= max and 1 <= max <= 256 (got min=%d max=%d)", name, r.Pool.Min, r.Pool.Max)
+	if err := r.Pool.CheckSize(); err != nil {
+		return errs.Invalid("%s: %w", name, err)
 	}
 	return nil
 }

@@ -32,13 +32,29 @@ class Lease:
     engine: str = ""
     backend: str = ""
     acquire_ms: float = 0.0
+    # "database": create_database hands out databases cloned inside the
+    # server; "reset": reset puts the whole instance back (docs/api.md).
+    fresh: str = "reset"
     raw: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_json(cls, d):
         return cls(id=d["id"], dsn=d["dsn"], env=dict(d.get("env") or {}), golden=d.get("golden", ""),
                    engine=d.get("engine", ""), backend=d.get("backend", ""),
-                   acquire_ms=float(d.get("acquire_ms", 0.0)), raw=d)
+                   acquire_ms=float(d.get("acquire_ms", 0.0)), fresh=d.get("fresh") or "reset", raw=d)
+
+
+@dataclass
+class Database:
+    """A fresh database inside a leased server (Lease.fresh == "database")."""
+    name: str
+    dsn: str
+    env: Dict[str, str] = field(default_factory=dict)
+    ms: float = 0.0
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(name=d["name"], dsn=d["dsn"], env=dict(d.get("env") or {}), ms=float(d.get("ms", 0.0)))
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -110,6 +126,19 @@ class Client:
 
     def keep(self, lease_id) -> Lease:
         return Lease.from_json(self._call("POST", "/v1/leases/%s/keep" % lease_id))
+
+    def reset(self, lease_id) -> Lease:
+        """Takes a lease back to the golden state in place: same DSN, open
+        connections broken."""
+        return Lease.from_json(self._call("POST", "/v1/leases/%s/reset" % lease_id, {}))
+
+    def create_database(self, lease_id) -> Database:
+        """A fresh database inside the lease's server (kind "unsupported"
+        unless the lease's fresh is "database")."""
+        return Database.from_json(self._call("POST", "/v1/leases/%s/databases" % lease_id, {}))
+
+    def drop_database(self, lease_id, name):
+        self._call("DELETE", "/v1/leases/%s/databases/%s" % (lease_id, name))
 
     def leases(self):
         return self._call("GET", "/v1/leases")["leases"]

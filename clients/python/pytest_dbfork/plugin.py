@@ -71,6 +71,8 @@ class _Dbfork:
 def pytest_configure(config):
     config.addinivalue_line("markers", "dbfork: the test uses a dbfork database")
     config._dbfork = _Dbfork(config)
+    from . import fresh
+    config.pluginmanager.register(fresh, "dbfork-fresh")
     _prepare_for_workers(config)
 
 

@@ -32,15 +32,11 @@ func Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
 }
 
 func open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
-	switch r.Engine {
-	case "postgres":
-		return postgres.New(ctx, r.Bindir, r.Version)
-	case "mariadb":
-		return mysql.New(ctx, mysql.MariaDB, r.Bindir, r.Version)
-	case "mysql":
-		return mysql.New(ctx, mysql.MySQL, r.Bindir, r.Version)
+	e, err := Lookup(r.Engine)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errs.Unsupported("engine %q is not supported (use postgres, mariadb or mysql)", r.Engine)
+	return e.Open(ctx, r.Bindir, r.Version)
 }
 
 // Opener opens engines with an engine cache behind the installed ones.
@@ -113,36 +109,4 @@ func ClientDirs(cache *fetch.Cache) []string {
 		}
 	}
 	return dirs
-}
-
-// Installed is what doctor shows of one engine's installed server.
-type Installed struct {
-	Engine  string `json:"engine"`
-	OK      bool   `json:"ok"`
-	Bindir  string `json:"bindir,omitempty"`
-	Version string `json:"version,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
-
-// ProbeInstalled looks for each engine's installed server.
-func ProbeInstalled(ctx context.Context) []Installed {
-	var out []Installed
-	pg := Installed{Engine: "postgres"}
-	if e, err := postgres.New(ctx, "", ""); err != nil {
-		pg.Error = err.Error()
-	} else {
-		pg.OK, pg.Bindir = true, e.Bindir
-		pg.Version, _ = e.Version(ctx)
-	}
-	out = append(out, pg)
-	for _, f := range []mysql.Flavor{mysql.MariaDB, mysql.MySQL} {
-		in := Installed{Engine: string(f)}
-		if e, err := mysql.New(ctx, f, "", ""); err != nil {
-			in.Error = err.Error()
-		} else {
-			in.OK, in.Bindir, in.Version = true, filepath.Dir(e.Bin.Server), e.Bin.Info.Line
-		}
-		out = append(out, in)
-	}
-	return out
 }

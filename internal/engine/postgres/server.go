@@ -73,6 +73,9 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 		for k, v := range testProfile {
 			settings[k] = v
 		}
+		if p.ClonesDatabases() {
+			settings["file_copy_method"] = "clone"
+		}
 	}
 	if spec.Password != "" {
 		// TCP logins need the instance's password; the unix socket (in a

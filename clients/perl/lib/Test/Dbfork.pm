@@ -13,6 +13,8 @@ package Test::Dbfork;
 #
 # The lease is released when the process ends; if it dies, the daemon
 # reclaims it by itself. Child processes share their parent's database.
+# Test::Dbfork->fresh gives the golden's data again within the process
+# (Test::Dbfork::Fresh: a database cloned in the server, or a reset).
 use strict;
 use warnings;
 use Test::Dbfork::Client;
@@ -46,6 +48,11 @@ sub import {
     $ENV{PERL_TEST_DBFORK_USER}     = $user;
     $ENV{PERL_TEST_DBFORK_PASSWORD} = defined $password ? $password : '';
     return;
+}
+
+sub fresh {
+    require Test::Dbfork::Fresh;
+    return Test::Dbfork::Fresh->new;
 }
 
 END {

@@ -78,4 +78,13 @@ sub acquire {
 sub release { $_[0]->call( DELETE => "/v1/leases/$_[1]" ) }
 sub leases  { $_[0]->call( GET    => '/v1/leases' )->{leases} }
 
+# reset(ID) -> the lease, back to the golden state in place (same DSN;
+# open connections are broken).
+sub reset { $_[0]->call( POST => "/v1/leases/$_[1]/reset", {} ) }
+
+# create_database(ID) -> {name, dsn, env}: a fresh database cloned inside
+# the lease's server (only when the lease's "fresh" is "database").
+sub create_database { $_[0]->call( POST => "/v1/leases/$_[1]/databases", {} ) }
+sub drop_database   { $_[0]->call( DELETE => "/v1/leases/$_[1]/databases/$_[2]" ) }
+
 1;

@@ -1,0 +1,58 @@
+import os
+import re
+import textwrap
+
+from test_plugin import run_pytest
+
+FRESH_INNER = textwrap.dedent('''\
+    import os
+    import psycopg
+    import pytest
+
+    @pytest.mark.parametrize("n", range(6))
+    def test_fresh(dbfork_fresh, n):
+        me = "test-%d" % n
+        assert os.environ["DATABASE_URL"] == dbfork_fresh.dsn
+        assert dbfork_fresh.mode == os.environ["WANT_MODE"]
+        with psycopg.connect(dbfork_fresh.dsn, autocommit=True) as c:
+            rows = [r[0] for r in c.execute("select who from notes order by id")]
+            # The golden's rows only: nothing of the tests before.
+            assert rows == ["golden"], rows
+            c.execute("insert into notes(who) values (%s)", (me,))
+            c.execute("create table t_%d(a int)" % n)
+''')
+
+
+def run_fresh(world, tmp_path, mode, *args, env_extra=None):
+    suite = os.path.join(world.root, "suite")
+    os.makedirs(suite, exist_ok=True)
+    with open(os.path.join(suite, "test_fresh_inner.py"), "w") as f:
+        f.write(FRESH_INNER)
+    env = dict(env_extra or {}, WANT_MODE=mode)
+    return run_pytest(world, tmp_path, "test_fresh_inner.py", *args, env_extra=env)
+
+
+def test_fresh_by_reset(world, tmp_path):
+    # PostgreSQL 15: no in-server clones; each test gets the instance reset.
+    r = run_fresh(world, tmp_path, "reset", "-p", "no:xdist")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "6 passed" in r.stdout, r.stdout
+    assert re.search(r"dbfork: 6 test\(s\) got fresh data by resetting the instance in place \(fresh = reset\)", r.stdout), r.stdout
+    world.wait_daemon_gone()
+    assert world.instances() == []
+
+
+def test_fresh_by_database(world, tmp_path):
+    # PostgreSQL 18 on the store's own XFS image: a database per test,
+    # cloned inside the server; two workers, each with its lease.
+    with open(world.recipe) as f:
+        recipe = f.read()
+    with open(world.recipe, "w") as f:
+        f.write('version = "18"\n' + recipe)
+    r = run_fresh(world, tmp_path, "database", "-n", "2",
+                  env_extra={"DBFORK_ENGINE_CACHE": "/var/cache/dbfork-ci/engines", "DBFORK_STORE_FS": ""})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "6 passed" in r.stdout, r.stdout
+    assert "dbfork: 6 test(s) got fresh data by a database cloned inside the server" in r.stdout, r.stdout
+    world.wait_daemon_gone()
+    assert world.instances() == []

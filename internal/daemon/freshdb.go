@@ -1,0 +1,202 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/instance"
+)
+
+// Fresh databases: on a server that clones databases cheaply, the pool
+// gives each instance an idle template copy of the golden's database
+// (templateDB) and a few databases cloned from it ahead of need (spareDBs);
+// a lease hands them out one per call and clones the next in the
+// background, so a test never waits for one.
+const (
+	templateDB = "dbfork_template"
+	spareDBs   = 4
+)
+
+// spares are the fresh databases of one instance.
+type spares struct {
+	mu     sync.Mutex
+	ready  []string        // cloned, never handed out
+	handed map[string]bool // handed out and not dropped
+	wake   chan struct{}   // a database was taken: clone another
+}
+
+func newSpares() *spares {
+	return &spares{handed: map[string]bool{}, wake: make(chan struct{}, 1)}
+}
+
+func (sp *spares) poke() {
+	select {
+	case sp.wake <- struct{}{}:
+	default:
+	}
+}
+
+func newDBNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = newDBName()
+	}
+	return out
+}
+
+func newDBName() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "t_" + hex.EncodeToString(b)
+}
+
+// clonesDatabases says whether instances of e can hand out fresh
+// databases: the engine can, and the clone's filesystem shares extents
+// (probed once per pool by really cloning a file there).
+func (d *Daemon) clonesDatabases(ctx context.Context, e *entry, st *instance.State) (engine.DatabaseCloner, bool) {
+	dc, ok := e.eng.(engine.DatabaseCloner)
+	if !ok || !dc.ClonesDatabases() {
+		return nil, false
+	}
+	e.dbOnce.Do(func() {
+		b, err := backend.Get("reflink")
+		if err == nil {
+			err = b.Probe(ctx, st.Dir)
+		}
+		e.dbShares = err == nil
+		if err != nil {
+			d.o.Log.Info("no fresh databases: the store does not share extents; leases reset instead", "pool", e.id, "err", err)
+		}
+	})
+	return dc, e.dbShares
+}
+
+// prepareFresh makes the template and the first spare databases of a
+// warming instance. A failure only costs the fast path: the instance
+// then resets instead.
+func (d *Daemon) prepareFresh(ctx context.Context, e *entry, in *instance.Instance) {
+	dc, ok := d.clonesDatabases(ctx, e, in.State)
+	if !ok {
+		return
+	}
+	srv := in.State.Server
+	sp := newSpares()
+	err := dc.MakeTemplate(ctx, srv, templateDB)
+	if err == nil {
+		err = dc.CloneDatabases(ctx, srv, templateDB, newDBNames(spareDBs), func(name string) { sp.ready = append(sp.ready, name) })
+	}
+	if err != nil {
+		d.o.Log.Warn("fresh databases unavailable for this instance; it resets instead", "id", in.State.ID, "err", err)
+		return
+	}
+	d.mu.Lock()
+	d.spares[in.State.ID] = sp
+	d.mu.Unlock()
+}
+
+// refill keeps spareDBs databases ready for a lease until it ends.
+func (d *Daemon) refill(l *lease, dc engine.DatabaseCloner) {
+	sp := l.spares
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-l.life.Done():
+			return
+		case <-sp.wake:
+		}
+		sp.mu.Lock()
+		n := spareDBs - len(sp.ready)
+		sp.mu.Unlock()
+		if n <= 0 {
+			continue
+		}
+		made := func(name string) {
+			sp.mu.Lock()
+			sp.ready = append(sp.ready, name)
+			sp.mu.Unlock()
+		}
+		if err := dc.CloneDatabases(l.life, l.in.State.Server, templateDB, newDBNames(n), made); err != nil && l.life.Err() == nil {
+			d.o.Log.Warn("cloning spare databases failed", "id", l.ID, "err", err)
+			select {
+			case <-l.life.Done():
+			case <-time.After(backoff):
+			}
+			sp.poke()
+		}
+	}
+}
+
+// CreateDatabase implements api.Service.
+func (d *Daemon) CreateDatabase(ctx context.Context, id string, peer api.Peer) (*api.Database, error) {
+	t0 := time.Now()
+	l, err := d.find(id, peer)
+	if err != nil {
+		return nil, err
+	}
+	dc, _ := l.entry.eng.(engine.DatabaseCloner)
+	if l.Fresh != api.FreshDatabase || l.spares == nil || dc == nil {
+		return nil, errs.Unsupported("lease %s cannot hand out fresh databases (its \"fresh\" is %q: that needs PostgreSQL 18 or later on a store that shares extents); reset it instead (POST /v1/leases/%s/reset)", id, l.Fresh, id)
+	}
+	sp := l.spares
+	sp.mu.Lock()
+	var name string
+	if len(sp.ready) > 0 {
+		name, sp.ready = sp.ready[0], sp.ready[1:]
+	}
+	sp.mu.Unlock()
+	onDemand := name == ""
+	if onDemand { // taken faster than cloned: clone one now
+		name = newDBName()
+		if err := dc.CloneDatabases(ctx, l.in.State.Server, templateDB, []string{name}, nil); err != nil {
+			if l.life.Err() != nil {
+				return nil, errs.NotFound("lease %s ended", id)
+			}
+			return nil, fmt.Errorf("fresh database for lease %s: %w", id, err)
+		}
+	}
+	sp.mu.Lock()
+	sp.handed[name] = true
+	sp.mu.Unlock()
+	sp.poke()
+	conn := dc.ConnTo(l.in.State.Server, name)
+	db := &api.Database{Name: name, DSN: conn.URL, SocketDSN: conn.SocketURL, Env: d.clientEnv(conn.Env, peer), OnDemand: onDemand}
+	db.Env["DBFORK_INSTANCE"] = id
+	db.Ms = msSince(t0)
+	return db, nil
+}
+
+// DropDatabase implements api.Service. The drop runs in the background
+// (it waits for the database's connections to be broken); the name is
+// gone from the lease at once.
+func (d *Daemon) DropDatabase(ctx context.Context, id, name string, peer api.Peer) error {
+	l, err := d.find(id, peer)
+	if err != nil {
+		return err
+	}
+	if l.spares == nil {
+		return errs.Unsupported("lease %s has no fresh databases (its \"fresh\" is %q)", id, l.Fresh)
+	}
+	sp := l.spares
+	sp.mu.Lock()
+	ok := sp.handed[name]
+	delete(sp.handed, name)
+	sp.mu.Unlock()
+	if !ok {
+		return errs.NotFound("lease %s has no fresh database %q (dropped already, or never handed out)", id, name)
+	}
+	dc := l.entry.eng.(engine.DatabaseCloner)
+	go func() {
+		if err := dc.DropDatabase(l.life, l.in.State.Server, name); err != nil && l.life.Err() == nil {
+			d.o.Log.Warn("drop fresh database failed", "id", id, "name", name, "err", err)
+		}
+	}()
+	return nil
+}

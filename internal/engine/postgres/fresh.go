@@ -1,0 +1,106 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dbfork/dbfork/internal/engine"
+)
+
+// major is the server's major version (0 if unknown); the version may
+// be "18.6" or "postgres (PostgreSQL) 18.6".
+func (p *Postgres) major() int {
+	f := strings.Fields(p.version)
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.SplitN(f[len(f)-1], ".", 2)[0])
+	return n
+}
+
+// ClonesDatabases: PostgreSQL 18 added file_copy_method = clone, which
+// CREATE DATABASE … STRATEGY FILE_COPY uses to copy a database's files
+// (copy_file_range: a reflink on XFS and btrfs). Clones start with it.
+func (p *Postgres) ClonesDatabases() bool { return p.major() >= 18 }
+
+// admin runs statements over the server socket, from template1 (a
+// connection to the source database would block the copy).
+func admin(ctx context.Context, srv *engine.Server, stmts ...string) error {
+	c, err := connect(ctx, srv, "template1")
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	for _, q := range stmts {
+		if _, err := c.Exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+func createFrom(template, name string) string {
+	return fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s STRATEGY FILE_COPY", ident(name), ident(template))
+}
+
+// MakeTemplate implements engine.DatabaseCloner. One connection to the
+// copy, before it is closed to connections, writes its relation cache
+// init file (pg_internal.init), which every clone then inherits: a
+// client's first connection to a fresh database does not rebuild it.
+func (p *Postgres) MakeTemplate(ctx context.Context, srv *engine.Server, name string) error {
+	if err := admin(ctx, srv, createFrom(srv.Database, name)); err != nil {
+		return fmt.Errorf("make template database %s: %w", name, err)
+	}
+	c, err := connect(ctx, srv, name)
+	if err != nil {
+		return fmt.Errorf("make template database %s: %w", name, err)
+	}
+	_, err = c.Exec(ctx, "SELECT 1")
+	c.Close(context.Background())
+	if err == nil {
+		err = admin(ctx, srv, fmt.Sprintf("ALTER DATABASE %s WITH ALLOW_CONNECTIONS false IS_TEMPLATE true", ident(name)))
+	}
+	if err != nil {
+		return fmt.Errorf("make template database %s: %w", name, err)
+	}
+	return nil
+}
+
+// CloneDatabases implements engine.DatabaseCloner.
+func (p *Postgres) CloneDatabases(ctx context.Context, srv *engine.Server, template string, names []string, made func(string)) error {
+	c, err := connect(ctx, srv, "template1")
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	for _, name := range names {
+		if _, err := c.Exec(ctx, createFrom(template, name)); err != nil {
+			return fmt.Errorf("create database %s: %w", name, err)
+		}
+		if made != nil {
+			made(name)
+		}
+	}
+	return nil
+}
+
+// DropDatabase implements engine.DatabaseCloner.
+func (p *Postgres) DropDatabase(ctx context.Context, srv *engine.Server, name string) error {
+	if err := admin(ctx, srv, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", ident(name))); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+// ConnTo implements engine.DatabaseCloner.
+func (p *Postgres) ConnTo(srv *engine.Server, name string) engine.Conn {
+	s := *srv
+	s.Database = name
+	return p.Conn(&s)
+}

@@ -1,0 +1,186 @@
+package instance
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/faults"
+	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// Reset takes a ready instance back to its golden in place: the server is
+// stopped (immediately: its data is thrown away), the clone is removed and
+// made again from g, and the server starts on the same port, socket dir,
+// database, owner and password, so every DSN stays valid. Connections
+// open before the reset are broken.
+//
+// The record is saved before each step gc would have to undo, as in
+// Create. On error the instance is left as it is (possibly without a
+// server): the caller destroys it.
+//
+// later runs the removal of the old clone once the server is back: the
+// daemon passes one that runs it in the background, off the caller's
+// path; nil runs it before Reset returns.
+func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, later func(func())) error {
+	if later == nil {
+		later = func(f func()) { f() }
+	}
+	st := in.State
+	if st.Server == nil || st.Conn == nil || st.Status != StatusReady {
+		return errs.Conflict("instance %s is %s, not ready: only a ready instance can be reset", st.ID, st.Status)
+	}
+	if g.Key != st.Key {
+		return errs.Invalid("instance %s is a clone of golden %s, not %s", st.ID, short(st.Key), short(g.Key))
+	}
+	if err := golden.CheckClonable(g); err != nil {
+		return err
+	}
+	b, err := backend.Get(st.Backend)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	steps := map[string]float64{}
+	lap := func(name string, since time.Time) time.Time {
+		steps[name] = ms(time.Since(since))
+		return time.Now()
+	}
+	old := *st.Server
+	st.Status = StatusResetting
+	if err := st.save(); err != nil {
+		return err
+	}
+	// A clone that is a plain dir (reflink, btrfs, copy) is made beside
+	// the running server and swapped in by rename; the old one is removed
+	// after the server is back (later). A mounted clone (overlay) cannot
+	// be renamed: it is remade in place while the server is down.
+	mounted, err := fsutil.IsMountpoint(st.DataDir)
+	if err != nil {
+		return err
+	}
+	next, aside := st.DataDir+nextSuffix, st.DataDir+asideSuffix
+	t := t0
+	if !mounted {
+		if err := removeClone(ctx, b, next, st.Scratch+nextSuffix); err != nil {
+			return err
+		}
+		if err := b.Prepare(ctx, g.DataDir(), next, st.Scratch+nextSuffix); err != nil {
+			return fmt.Errorf("clone golden %s with %s: %w", short(g.Key), b.Name(), err)
+		}
+		t = lap("clone", t)
+	}
+	if err := engine.StopRecorded(ctx, st.Server, false); err != nil {
+		return fmt.Errorf("stop server of %s: %w", st.ID, err)
+	}
+	st.Server = nil // the pid file stays the fallback record
+	if err := st.save(); err != nil {
+		return err
+	}
+	t = lap("stop", t)
+	faults.At("reset:stopped")
+	if mounted {
+		if err := removeClone(ctx, b, st.DataDir, st.Scratch); err != nil {
+			return err
+		}
+		t = lap("remove", t)
+		if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
+			return fmt.Errorf("clone golden %s with %s: %w", short(g.Key), b.Name(), err)
+		}
+		t = lap("clone", t)
+	} else {
+		if err := removeClone(ctx, b, aside, st.Scratch+asideSuffix); err != nil {
+			return err
+		}
+		if err := os.Rename(st.DataDir, aside); err != nil {
+			return fmt.Errorf("set the old clone aside: %w", err)
+		}
+		if err := os.Rename(next, st.DataDir); err != nil {
+			return fmt.Errorf("swap in the new clone: %w", err)
+		}
+		t = lap("swap", t)
+		defer later(func() { _ = removeClone(context.Background(), b, aside, st.Scratch+asideSuffix) })
+	}
+	faults.At("reset:cloned")
+	srv, err := eng.Start(ctx, engine.StartSpec{
+		DataDir: st.DataDir, SocketDir: old.SocketDir, LogFile: filepath.Join(st.Dir, "server.log"), RunDir: st.Dir,
+		Port: old.Port, Listen: old.Listen, Profile: engine.ProfileTest, Settings: st.Settings, User: s.User,
+		Database: old.Database, Owner: old.User, Password: old.Password,
+		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
+	})
+	if srv != nil {
+		st.Server = srv
+	}
+	if err != nil {
+		return fmt.Errorf("start server after reset: %w", err)
+	}
+	lap("start", t)
+	st.Status = StatusReady
+	st.ResetSteps = steps
+	st.Resets++
+	st.ResetMs = ms(time.Since(t0))
+	return st.save()
+}
+
+// Beside the clone during a reset: the next one, made while the server
+// still runs, and the old one, removed once the server is back. teardown
+// removes both if a crash left them.
+const (
+	nextSuffix  = ".next"
+	asideSuffix = ".old"
+)
+
+// removeClone undoes Prepare at clone/scratch (idempotent).
+func removeClone(ctx context.Context, b backend.Backend, clone, scratch string) error {
+	if err := b.Remove(ctx, clone, scratch); err != nil {
+		return fmt.Errorf("remove clone %s: %w", filepath.Base(clone), err)
+	}
+	if err := backend.RemoveDataDir(clone); err != nil {
+		return err
+	}
+	return fsutil.RemoveAll(scratch)
+}
+
+func short(k string) string {
+	if len(k) > 12 {
+		return k[:12]
+	}
+	return k
+}
+
+// ResetByID resets an instance no live process holds (one made by `up`,
+// or kept from a lease), taking its lock for the time of the reset. An
+// instance whose reset failed is torn down: the error says so.
+func ResetByID(ctx context.Context, s *store.Store, id string, eng engine.Engine, g *golden.Golden) (*State, error) {
+	lock, err := lockInstance(ctx, s, id)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	st, err := Load(s, id)
+	if err != nil {
+		return nil, err
+	}
+	if st.Status == StatusReady && !st.Alive() {
+		return nil, errs.Conflict("instance %s has no running server (see `dbfork ls`); remove it with `dbfork down %s`", id, id)
+	}
+	in := &Instance{State: st, lock: lock}
+	if err := in.Reset(ctx, s, eng, g, nil); err != nil {
+		if st.Status == StatusReady {
+			return nil, err // refused before anything changed
+		}
+		if terr := teardown(context.Background(), st); terr != nil {
+			return nil, fmt.Errorf("%w (removing the instance also failed: %v; run `dbfork gc`)", err, terr)
+		}
+		_ = os.Remove(lockPath(s, id))
+		return nil, fmt.Errorf("%w; instance %s was removed", err, id)
+	}
+	return st, nil
+}
