@@ -34,6 +34,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/engine/engines"
+	"github.com/dbfork/dbfork/internal/engine/fetch"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/recipe"
@@ -158,7 +159,10 @@ func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string)
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
-	eng, err := engines.Open(ctx, r)
+	// The store's engine cache backs installed servers, as for the CLI.
+	mvn, _ := exec.LookPath("mvn")
+	pip, _ := exec.LookPath("pip3")
+	eng, err := engines.NewOpener(fetch.Options{Dir: s.EnginesDir(), Maven: fetch.Maven{Mvn: mvn}, Pip: pip}).Open(ctx, r)
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}

@@ -216,18 +216,10 @@ func BaseEnv() []string {
 // killed when their data is about to be thrown away. A server that
 // ignores the signal past the grace period is killed.
 func StopRecorded(ctx context.Context, srv *Server, clean bool) error {
-	sig, grace := syscall.SIGKILL, 10*time.Second
-	switch {
-	case srv.Engine != "postgres" && clean:
-		sig = syscall.SIGTERM
-	case srv.Engine == "postgres":
-		sig = syscall.SIGQUIT
-		if clean {
-			sig = syscall.SIGINT
-		}
-	}
+	t := TraitsOf(srv.Engine)
+	sig, grace := t.FastStop, 10*time.Second
 	if clean {
-		grace = 5 * time.Minute
+		sig, grace = t.CleanStop, 5*time.Minute
 	}
 	if err := srv.Process.Stop(ctx, sig, grace); err != nil {
 		return fmt.Errorf("stop %s pid %d: %w", srv.Engine, srv.Process.PID, err)

@@ -8,8 +8,10 @@ import (
 	"github.com/dbfork/dbfork/internal/engine"
 )
 
-// MemoryPerInstance is what one test instance takes: a server with a
-// 64 MiB buffer pool and its log buffers.
+// MemoryPerInstance is what one test instance takes: a server and its log
+// buffers, with the test profile's buffer pool (sized to the machine, up
+// to 512 MiB, but allocated only as pages are read: a short test stays
+// near this figure; a long write-heavy one can grow by the pool's size).
 const MemoryPerInstance = 192 << 20
 
 // RelationNames maps data-dir paths to table names: InnoDB files are named

@@ -42,6 +42,9 @@ func (e *Engine) Load(ctx context.Context, srv *engine.Server, r *recipe.Recipe,
 // whether it can be read at all are that user's rights, not root's.
 func (e *Engine) clientFile(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
 	args := []string{"--no-defaults", "--batch", "--user=" + srv.User, "--database=" + srv.Database}
+	if e.Bin.Info.Flavor == MariaDB {
+		args = append(args, "--skip-ssl") // the servers run without TLS; 11.4's client requires it by default
+	}
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `f=$1; shift; exec "$@" < "$f"`, "sh", file, e.Bin.Client)
 	cmd.Dir = r.Dir
 	cmd.Env = engine.BaseEnv()

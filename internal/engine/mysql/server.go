@@ -100,7 +100,7 @@ func (e *Engine) startOnce(ctx context.Context, spec engine.StartSpec, port int)
 	srv.Database, srv.User, srv.DataDir = spec.Database, spec.Owner, spec.DataDir
 	srv.Listen = spec.Listen
 	if spec.Listen {
-		if err := writeClientConfig(srv); err != nil {
+		if err := writeClientConfig(srv, e.Bin.Info.Flavor); err != nil {
 			return srv, err
 		}
 	}
@@ -221,13 +221,17 @@ func clientDir(srv *engine.Server) string {
 // Those clients ignore MYSQL_USER and would log in as the Unix user. The
 // password is not in it (MYSQL_PWD carries it), so it may be readable by
 // any caller who holds the lease.
-func writeClientConfig(srv *engine.Server) error {
+func writeClientConfig(srv *engine.Server, flavor Flavor) error {
 	dir := clientDir(srv)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	cnf := fmt.Sprintf("# Written by dbfork for the server on port %d; removed with it.\n[client]\nuser=%s\nhost=127.0.0.1\nport=%d\n\n[mysql]\ndatabase=%s\n",
-		srv.Port, srv.User, srv.Port, srv.Database)
+	tls := ""
+	if flavor == MariaDB {
+		tls = "skip-ssl\n" // servers run without TLS; MariaDB 11.4's clients require it unless told
+	}
+	cnf := fmt.Sprintf("# Written by dbfork for the server on port %d; removed with it.\n[client]\nuser=%s\nhost=127.0.0.1\nport=%d\n%s\n[mysql]\ndatabase=%s\n",
+		srv.Port, srv.User, srv.Port, tls, srv.Database)
 	return os.WriteFile(filepath.Join(dir, "my.cnf"), []byte(cnf), 0o644)
 }
 

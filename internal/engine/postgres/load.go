@@ -125,6 +125,9 @@ func oneLine(s string, max int) string {
 }
 
 func (p *Postgres) restore(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
+	if p.clientMajor >= 17 && serverMajor(p.version) < 17 {
+		return p.restoreScript(ctx, srv, r, file, out)
+	}
 	cmd := exec.CommandContext(ctx, p.bin("pg_restore"), "--exit-on-error", "--no-owner", "--no-privileges",
 		"-d", srv.Database, file)
 	cmd.Dir = r.Dir
@@ -162,6 +165,70 @@ func dumpFormat(path string) (string, error) {
 		return "tar", nil
 	}
 	return "plain", nil
+}
+
+// restoreScript restores through SQL: pg_restore 17 and later start with
+// SET transaction_timeout, which older servers reject, so for them the
+// archive is turned into a script without that line and fed to psql.
+func (p *Postgres) restoreScript(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
+	gen := exec.CommandContext(ctx, p.bin("pg_restore"), "--no-owner", "--no-privileges", "-f", "-", file)
+	gen.Dir = r.Dir
+	engine.AsCaller(ctx, r, gen)
+	var genErr bytes.Buffer
+	gen.Stderr = &genErr
+	script, err := gen.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	run := exec.CommandContext(ctx, p.bin("psql"), "-X", "-q", "-b", "-v", "ON_ERROR_STOP=1", "-f", "-")
+	run.Dir = r.Dir
+	run.Env = p.clientEnv(srv)
+	engine.AsCaller(ctx, r, run)
+	stdin, err := run.StdinPipe()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	run.Stdout = out
+	run.Stderr = io.MultiWriter(&stderr, out)
+	if err := gen.Start(); err != nil {
+		return err
+	}
+	if err := run.Start(); err != nil {
+		_ = gen.Process.Kill()
+		_ = gen.Wait()
+		return err
+	}
+	br := bufio.NewReaderSize(script, 1<<16)
+	var copyErr error
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" && line != "SET transaction_timeout = 0;\n" {
+			if _, werr := io.WriteString(stdin, line); werr != nil {
+				copyErr = werr
+				break
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				copyErr = err
+			}
+			break
+		}
+	}
+	stdin.Close()
+	_, _ = io.Copy(io.Discard, script)
+	genWait, runWait := gen.Wait(), run.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if runWait != nil {
+		return sqlError(r.Rel(file), stderr.String(), runWait)
+	}
+	if genWait != nil || copyErr != nil {
+		return fmt.Errorf("%s: pg_restore failed (%v): %s", r.Rel(file), errors.Join(genWait, copyErr), oneLine(engine.Tail(genErr.String(), 4), 400))
+	}
+	return nil
 }
 
 // isExit tells a tool that ran and failed from one that never started

@@ -79,14 +79,17 @@ func hasAll(dir string, names []string) bool {
 }
 
 // ClientDir picks the bindir whose psql and pg_restore load into a server
-// in serverDir: the server's own, else the newest of extra (other
-// installs, e.g. fetched ones) and the system's. A newer client works
-// against an older server; an older psql still runs plain SQL files.
-func ClientDir(ctx context.Context, serverDir string, extra []string) (string, error) {
+// of major version serverMajor in serverDir: the server's own, else the
+// oldest of extra (other installs, e.g. fetched ones) and the system's
+// that is at least as new as the server (pg_restore and pg_dump refuse
+// newer servers), else the newest (an older psql still runs plain SQL).
+// It returns the dir and its major version.
+func ClientDir(ctx context.Context, serverDir string, serverMajor int, extra []string) (string, int, error) {
 	if hasAll(serverDir, clientTools) {
-		return serverDir, nil
+		return serverDir, serverMajor, nil
 	}
-	best, bestMajor := "", -1
+	fit, fitMajor := "", 0
+	newest, newestMajor := "", -1
 	for _, dir := range dedupe(append(append([]string{}, extra...), candidates(ctx)...)) {
 		if dir == "" || !hasAll(dir, clientTools) {
 			continue
@@ -95,15 +98,21 @@ func ClientDir(ctx context.Context, serverDir string, extra []string) (string, e
 		if err != nil {
 			continue
 		}
-		m := regexp.MustCompile(`([0-9]+)`).FindString(strings.TrimPrefix(string(out), "psql (PostgreSQL)"))
-		if n, _ := strconv.Atoi(m); n > bestMajor {
-			best, bestMajor = dir, n
+		n, _ := strconv.Atoi(digitsRe.FindString(strings.TrimPrefix(string(out), "psql (PostgreSQL)")))
+		if n >= serverMajor && (fit == "" || n < fitMajor) {
+			fit, fitMajor = dir, n
+		}
+		if n > newestMajor {
+			newest, newestMajor = dir, n
 		}
 	}
-	if best == "" {
-		return "", errs.MissingTool("no PostgreSQL client tools (%s) for the server in %s; install them: apt-get install postgresql-client", strings.Join(clientTools, ", "), serverDir)
+	switch {
+	case fit != "":
+		return fit, fitMajor, nil
+	case newest != "":
+		return newest, newestMajor, nil
 	}
-	return best, nil
+	return "", 0, errs.MissingTool("no PostgreSQL client tools (%s) for the server in %s; install them (apt-get install postgresql-client) or fetch some: dbfork engine install postgres@18 --from pypi", strings.Join(clientTools, ", "), serverDir)
 }
 
 func candidates(ctx context.Context) []string {

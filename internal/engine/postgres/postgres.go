@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -20,6 +21,7 @@ import (
 type Postgres struct {
 	Bindir       string // server binaries (postgres, initdb)
 	ClientBindir string // psql, pg_restore (the server's own when it has them)
+	clientMajor  int
 	// exportClient puts ClientBindir into connection envs (fetched
 	// servers: the system's psql on PATH may not be the right one).
 	exportClient bool
@@ -32,11 +34,11 @@ func New(ctx context.Context, bindir, want string) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := ClientDir(ctx, dir, nil)
+	client, cmajor, err := ClientDir(ctx, dir, serverMajor(v), nil)
 	if err != nil {
 		return nil, err
 	}
-	return &Postgres{Bindir: dir, ClientBindir: client, version: v}, nil
+	return &Postgres{Bindir: dir, ClientBindir: client, clientMajor: cmajor, version: v}, nil
 }
 
 // NewAt uses the server in bindir as it is (a fetched build); client
@@ -52,11 +54,16 @@ func NewAt(ctx context.Context, bindir string, clientDirs []string) (*Postgres, 
 	if err != nil {
 		return nil, err
 	}
-	client, err := ClientDir(ctx, bindir, clientDirs)
+	client, cmajor, err := ClientDir(ctx, bindir, serverMajor(v), clientDirs)
 	if err != nil {
 		return nil, err
 	}
-	return &Postgres{Bindir: bindir, ClientBindir: client, version: v, exportClient: true}, nil
+	return &Postgres{Bindir: bindir, ClientBindir: client, clientMajor: cmajor, version: v, exportClient: true}, nil
+}
+
+func serverMajor(v string) int {
+	n, _ := strconv.Atoi(majorOf(v))
+	return n
 }
 
 func (p *Postgres) Name() string { return "postgres" }
