@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +41,7 @@ func PG18Bindir(t testing.TB) string {
 			pg18.err = err
 			return
 		}
-		pg18.dir = filepath.Join(in.Dir, "bin")
+		pg18.dir = in.BinDir()
 	})
 	if pg18.err != nil {
 		t.Fatalf("PostgreSQL 18 for this test: %v (scripts/lib.sh ensure_engines fetches it)", pg18.err)
