@@ -5,15 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/backend"
@@ -161,23 +157,9 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 			o.Log.Warn("could not remove failed build dir; `dbfork gc` will", "dir", tmp, "err", rerr)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	data, sock, err := prepareBuildDir(s, tmp, key)
+	if err != nil {
 		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(tmp, keyFile), []byte(key+"\n"), 0o644); err != nil {
-		return nil, err
-	}
-	data, sock := filepath.Join(tmp, "data"), filepath.Join(tmp, "sock")
-	if err := backend.NewDataDir(data); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
-	}
-	if err := os.Mkdir(sock, 0o700); err != nil {
-		return nil, err
-	}
-	for _, d := range []string{data, sock} {
-		if err := s.User.Chown(d); err != nil {
-			return nil, err
-		}
 	}
 	buildLog, err := os.OpenFile(filepath.Join(tmp, "build.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
@@ -193,65 +175,16 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	faults.At("build:init")
 
 	o.Progress.Step("start build server")
-	srv, err = eng.Start(ctx, engine.StartSpec{
-		DataDir: data, SocketDir: sock, LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
-		Listen: true, Profile: engine.ProfileSafe, User: s.User, Settings: buildSettings(eng),
-		Database: r.Database, Owner: r.Owner,
-		// Commands (migration tools) reach the build server exactly as tests
-		// reach clones: over 127.0.0.1 with a password, which Finish drops.
-		Password: randomPassword(),
-		// Recorded before it is ready (a crash while it starts up must not
-		// leave a server gc cannot find), and again once ready.
-		OnLaunch: func(launched *engine.Server) error {
-			srv = launched
-			if err := writeJSON(filepath.Join(tmp, serverFile), launched); err != nil {
-				return err
-			}
-			faults.At("build:launched")
-			return nil
-		},
-	})
-	if err == nil {
-		err = writeJSON(filepath.Join(tmp, serverFile), srv)
-	}
-	if err != nil {
+	if err := startBuildServer(ctx, s, eng, r, tmp, &srv); err != nil {
 		return nil, err
 	}
-	faults.At("build:started")
-	if err := eng.Setup(ctx, srv, r); err != nil {
+	if err := loadSteps(ctx, eng, srv, r, inputs, buildLog, o); err != nil {
 		return nil, err
 	}
-
-	for i, st := range r.Steps {
-		o.Progress.Step(fmt.Sprintf("[%d/%d] %s", i+1, len(r.Steps), st.Name))
-		o.Log.Info("load step", "n", i+1, "kind", st.Kind, "name", st.Name)
-		fmt.Fprintf(buildLog, "== step %d: %s\n", i+1, st.Name)
-		if err := eng.Load(ctx, srv, r, st, buildLog); err != nil {
-			return nil, fmt.Errorf("load step %d (%s): %w", i+1, st.Name, err)
-		}
-	}
-	faults.At("build:loaded")
-	if err := sameInputs(ctx, r, inputs); err != nil {
+	if err := stopBuildServer(ctx, eng, srv, r, tmp, o); err != nil {
 		return nil, err
-	}
-
-	o.Progress.Step("freeze, analyze and checkpoint")
-	if err := eng.Finish(ctx, srv, r); err != nil {
-		return nil, err
-	}
-	o.Progress.Step("clean shutdown")
-	if err := eng.Stop(ctx, srv, true); err != nil {
-		return nil, err
-	}
-	if cc, ok := eng.(CleanChecker); ok {
-		if err := cc.CheckCleanShutdown(ctx, data, filepath.Join(tmp, "server.log")); err != nil {
-			return nil, err
-		}
 	}
 	srv = nil
-	if err := os.Remove(filepath.Join(tmp, serverFile)); err != nil {
-		return nil, err
-	}
 	faults.At("build:stopped")
 
 	o.Progress.Step("fsync and checksum")
@@ -280,75 +213,94 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	return g, nil
 }
 
-// keepLog saves a failed build's logs where the one who asked for the
-// build can read them and nobody else can (they hold seed data and command
-// output): STORE/logs/uid-UID/ (0700) and the file (0600), both owned by
-// that user. The error points at the file.
-func keepLog(ctx context.Context, s *store.Store, tmp, key string, err error) error {
-	if errors.Is(err, context.Canceled) {
-		return err
+// prepareBuildDir lays out a new build dir: its key, an empty data dir and
+// a socket dir for the server user.
+func prepareBuildDir(s *store.Store, tmp, key string) (data, sock string, err error) {
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", "", err
 	}
-	var b strings.Builder
-	for _, name := range []string{"init.log", "build.log", "server.log"} {
-		if data, rerr := os.ReadFile(filepath.Join(tmp, name)); rerr == nil && len(data) > 0 {
-			fmt.Fprintf(&b, "==== %s\n%s\n", name, data)
+	if err := os.WriteFile(filepath.Join(tmp, keyFile), []byte(key+"\n"), 0o644); err != nil {
+		return "", "", err
+	}
+	data, sock = filepath.Join(tmp, "data"), filepath.Join(tmp, "sock")
+	if err := backend.NewDataDir(data); err != nil {
+		return "", "", fmt.Errorf("create data dir: %w", err)
+	}
+	if err := os.Mkdir(sock, 0o700); err != nil {
+		return "", "", err
+	}
+	for _, d := range []string{data, sock} {
+		if err := s.User.Chown(d); err != nil {
+			return "", "", err
 		}
 	}
-	if b.Len() == 0 {
-		return err
-	}
-	uid, gid := os.Geteuid(), os.Getegid()
-	if c := engine.CallerOf(ctx); c != nil {
-		uid, gid = c.UID, c.GID
-	}
-	dst, werr := writePrivateLog(filepath.Join(s.Root, "logs"), uid, gid, "build-"+short(key)+".log", b.String())
-	if werr != nil {
-		return err
-	}
-	return fmt.Errorf("%w (build log: %s)", err, dst)
+	return data, sock, nil
 }
 
-// writePrivateLog writes body to DIR/uid-UID/name for uid alone, never
-// following a link the user may have put there.
-func writePrivateLog(logs string, uid, gid int, name, body string) (string, error) {
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return "", err
+// startBuildServer starts the build server on tmp's data dir and creates
+// the recipe's database. *srv is set (and recorded in tmp) as soon as the
+// process exists, before it is ready: a crash while it starts must not
+// leave a server gc cannot find.
+func startBuildServer(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server) error {
+	started, err := eng.Start(ctx, engine.StartSpec{
+		DataDir: filepath.Join(tmp, "data"), SocketDir: filepath.Join(tmp, "sock"), LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
+		Listen: true, Profile: engine.ProfileSafe, User: s.User, Settings: buildSettings(eng),
+		Database: r.Database, Owner: r.Owner,
+		// Commands (migration tools) reach the build server exactly as tests
+		// reach clones: over 127.0.0.1 with a password, which Finish drops.
+		Password: randomPassword(),
+		OnLaunch: func(launched *engine.Server) error {
+			*srv = launched
+			if err := writeJSON(filepath.Join(tmp, serverFile), launched); err != nil {
+				return err
+			}
+			faults.At("build:launched")
+			return nil
+		},
+	})
+	if err == nil {
+		*srv = started
+		err = writeJSON(filepath.Join(tmp, serverFile), started)
 	}
-	dir := filepath.Join(logs, fmt.Sprintf("uid-%d", uid))
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", err
-	}
-	fi, err := os.Lstat(dir)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", dir)
+	faults.At("build:started")
+	return eng.Setup(ctx, started, r)
+}
+
+// loadSteps runs the recipe's load steps, then checks the inputs still
+// hold what the key was computed from.
+func loadSteps(ctx context.Context, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, inputs []Input, buildLog *os.File, o Options) error {
+	for i, st := range r.Steps {
+		o.Progress.Step(fmt.Sprintf("[%d/%d] %s", i+1, len(r.Steps), st.Name))
+		o.Log.Info("load step", "n", i+1, "kind", st.Kind, "name", st.Name)
+		fmt.Fprintf(buildLog, "== step %d: %s\n", i+1, st.Name)
+		if err := eng.Load(ctx, srv, r, st, buildLog); err != nil {
+			return fmt.Errorf("load step %d (%s): %w", i+1, st.Name, err)
+		}
 	}
-	if err := os.Lchown(dir, uid, gid); err != nil {
-		return "", err
+	faults.At("build:loaded")
+	return sameInputs(ctx, r, inputs)
+}
+
+// stopBuildServer finishes the golden in the server (freeze, analyze,
+// checkpoint), stops it cleanly and checks it shut down clean.
+func stopBuildServer(ctx context.Context, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
+	o.Progress.Step("freeze, analyze and checkpoint")
+	if err := eng.Finish(ctx, srv, r); err != nil {
+		return err
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return "", err
+	o.Progress.Step("clean shutdown")
+	if err := eng.Stop(ctx, srv, true); err != nil {
+		return err
 	}
-	// A new file renamed over the old name: whatever the user left at
-	// that name (a link to someone else's file) is replaced, never written.
-	dst := filepath.Join(dir, name)
-	tmp := dst + ".new-" + randomPassword()[:8]
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return "", err
+	if cc, ok := eng.(CleanChecker); ok {
+		if err := cc.CheckCleanShutdown(ctx, filepath.Join(tmp, "data"), filepath.Join(tmp, "server.log")); err != nil {
+			return err
+		}
 	}
-	_, werr := f.WriteString(body)
-	if err := errors.Join(werr, f.Chown(uid, gid), f.Close()); err != nil {
-		os.Remove(tmp)
-		return "", err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
-		return "", err
-	}
-	return dst, nil
+	return os.Remove(filepath.Join(tmp, serverFile))
 }
 
 func writeJSON(path string, v any) error {

@@ -41,7 +41,7 @@ func PG18Bindir(t testing.TB) string {
 			pg18.err = err
 			return
 		}
-		pg18.dir = in.BinDir()
+		pg18.dir = in.BinDir() // a wheel install keeps its bin dir deeper
 	})
 	if pg18.err != nil {
 		t.Fatalf("PostgreSQL 18 for this test: %v (scripts/lib.sh ensure_engines fetches it)", pg18.err)

@@ -62,6 +62,9 @@ func (o *Opener) Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, err
 	if _, perr := fetch.PackageFor(r.Engine); perr != nil {
 		return nil, err
 	}
+	if e, lerr := Lookup(r.Engine); lerr == nil && e.Oldest != "" && olderThan(r.Version, e.Oldest) {
+		return nil, fmt.Errorf("%w; dbfork runs %s %s and later, so it does not fetch %s", err, r.Engine, e.Oldest, r.Version)
+	}
 	cache := o.Cache
 	if r.NoFetch {
 		cache = o.Offline

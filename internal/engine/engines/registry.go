@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dbfork/dbfork/internal/engine"
@@ -30,6 +31,9 @@ type Entry struct {
 	Installed func(ctx context.Context) (bindir, version string, err error)
 	// Major is the part of a full server version a recipe's version names.
 	Major func(version string) string
+	// Oldest is the oldest version dbfork can build goldens with (older
+	// builds are not fetched).
+	Oldest string
 }
 
 var registry = map[string]Entry{
@@ -49,6 +53,8 @@ var registry = map[string]Entry{
 			return pg.Bindir, v, err
 		},
 		Major: func(v string) string { return versionPart(v, 1) },
+		// initdb --wal-segsize (1 MiB WAL segments in goldens) came in 11.
+		Oldest: "11",
 	},
 	"mariadb": mysqlEntry(mysql.MariaDB),
 	"mysql":   mysqlEntry(mysql.MySQL),
@@ -109,4 +115,20 @@ func order(n string) int {
 		return 1
 	}
 	return 2
+}
+
+// olderThan compares dotted versions numerically ("9.6" < "11").
+func olderThan(v, oldest string) bool {
+	a, b := strings.Split(v, "."), strings.Split(oldest, ".")
+	for i := 0; i < len(a) && i < len(b); i++ {
+		x, errx := strconv.Atoi(a[i])
+		y, erry := strconv.Atoi(b[i])
+		if errx != nil || erry != nil {
+			return false
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
 }
