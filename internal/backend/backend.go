@@ -86,7 +86,7 @@ type GoldenChecker interface {
 // Names lists the backends in the order auto prefers them: cheap first
 // writes first, plain copy last — except that where reflink works and
 // OverlayFS does too, auto takes OverlayFS (see Select).
-var Names = []string{"btrfs", "reflink", "overlay", "copy"}
+var Names = []string{"btrfs", "reflink", "overlay", "userns-overlay", "copy"}
 
 // Get returns a backend by name.
 func Get(name string) (Backend, error) {
@@ -97,6 +97,8 @@ func Get(name string) (Backend, error) {
 		return Reflink{}, nil
 	case "overlay":
 		return Overlay{}, nil
+	case "userns-overlay":
+		return UsernsOverlay{}, nil
 	case "copy":
 		return Copy{}, nil
 	}
@@ -112,6 +114,8 @@ func Why(name string) string {
 		return "the store filesystem shares extents (FICLONE): files are cloned, first writes copy only the blocks written"
 	case "overlay":
 		return "kernel OverlayFS works here: one mount per clone, but a file is copied whole on its first read-write open"
+	case "userns-overlay":
+		return "OverlayFS without root, mounted in the server's own user namespace: one mount per clone, but a file is copied whole on its first read-write open"
 	case "copy":
 		return "a full byte copy of the golden per clone: slow and big, the last resort (`dbfork doctor` says how to get copy-on-write)"
 	}
@@ -166,8 +170,10 @@ func Select(ctx context.Context, name, dir, golden string) (Backend, string, err
 			// too: its first writes are as cheap, and a clone is one mount
 			// instead of one FICLONE per file (measured on a 1 GiB
 			// PostgreSQL golden on XFS: ready in 57 ms vs 128 ms).
-			if ob, _ := Get("overlay"); usable(ctx, ob, dir, golden) == nil {
-				return ob, whyOverlayReflink, nil
+			for _, o := range []string{"overlay", "userns-overlay"} {
+				if ob, _ := Get(o); usable(ctx, ob, dir, golden) == nil {
+					return ob, whyOverlayReflink, nil
+				}
 			}
 		}
 		return b, Why(n), nil

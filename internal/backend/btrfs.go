@@ -32,13 +32,19 @@ func (Btrfs) Probe(ctx context.Context, dir string) error {
 	if err := createSubvolume(sub); err != nil {
 		return fmt.Errorf("create subvolume: %w", err)
 	}
-	defer deleteSubvolume(sub)
+	defer RemoveDataDir(sub)
 	snap := filepath.Join(p, "snap")
 	if err := snapshot(sub, snap); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	if err := deleteSubvolume(snap); err != nil {
+	// Without root and without user_subvol_rm_allowed the delete ioctl is
+	// refused; RemoveDataDir then removes the files and rmdirs the empty
+	// subvolume, which its owner may do (Linux 4.18 and later).
+	if err := RemoveDataDir(snap); err != nil {
 		return fmt.Errorf("delete snapshot: %w (as non-root, mount the store with user_subvol_rm_allowed)", err)
+	}
+	if _, err := os.Lstat(snap); err == nil {
+		return fmt.Errorf("delete snapshot: %s is still there (as non-root, mount the store with user_subvol_rm_allowed)", snap)
 	}
 	return nil
 }

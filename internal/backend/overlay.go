@@ -36,6 +36,9 @@ func (o Overlay) Probe(ctx context.Context, dir string) error {
 	merged := filepath.Join(p, "merged")
 	if err := o.Prepare(ctx, lower, merged, filepath.Join(p, "scratch")); err != nil {
 		if errors.Is(err, unix.EPERM) {
+			if os.Geteuid() != 0 {
+				return fmt.Errorf("mounting OverlayFS in dbfork's own namespace needs root (%v); without root, userns-overlay mounts it in the server's namespace instead", err)
+			}
 			return fmt.Errorf("mounting OverlayFS needs root here (%v); run dbfork as root, or use a reflink/btrfs store", err)
 		}
 		return err

@@ -24,7 +24,7 @@ func newBuildCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := g.openStore()
+			s, err := g.openOwnStore()
 			if err != nil {
 				return err
 			}

@@ -94,14 +94,17 @@ func advice(rep doctorReport) []string {
 			cheap = true
 		}
 	}
+	out := rootlessAdvice(rep)
 	if cheap {
-		return nil
+		return out
 	}
-	var out []string
 	msg := fmt.Sprintf("the store (%s) cannot snapshot or reflink, so a clone's first write to a table copies the whole file (overlay) or every clone is a full copy; ", rep.Store.FS)
+	if rep.Auto.Backend == "overlay" || rep.Auto.Backend == "userns-overlay" {
+		msg = firstWriteTrap + ": "
+	}
 	switch {
 	case os.Geteuid() != 0:
-		msg += "as root, create a loop-backed XFS store: sudo dbfork store init --fs xfs --size 20G"
+		msg += rootlessFastStore
 	case rep.Tools["mkfs.xfs"] == "missing" && rep.Tools["mkfs.btrfs"] == "missing":
 		msg += "install xfsprogs (apt-get install xfsprogs) and run: dbfork store init --fs xfs --size 20G"
 	default:
@@ -120,9 +123,9 @@ func printDoctor(g *globals, rep doctorReport) {
 	fmt.Fprintf(w, "), servers run as %s\n\nbackends\n", rep.Store.ServerUser)
 	for _, p := range rep.Backends {
 		if p.OK {
-			fmt.Fprintf(w, "  ok    %-8s %s\n", p.Name, backend.Why(p.Name))
+			fmt.Fprintf(w, "  ok    %-14s %s\n", p.Name, backend.Why(p.Name))
 		} else {
-			fmt.Fprintf(w, "  no    %-8s %s\n", p.Name, p.Error)
+			fmt.Fprintf(w, "  no    %-14s %s\n", p.Name, p.Error)
 		}
 	}
 	if rep.Auto.Backend != "" {

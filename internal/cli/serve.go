@@ -65,7 +65,7 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 		}
 		recipes[i] = abs
 	}
-	s, err := g.openStore()
+	s, err := g.openOwnStore()
 	if err != nil {
 		return err
 	}

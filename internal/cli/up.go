@@ -27,7 +27,7 @@ type upFlags struct {
 
 func (f *upFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "recipe file (default ./dbfork.toml)")
-	cmd.Flags().StringVar(&f.backend, "backend", "auto", "clone backend: auto, btrfs, reflink, overlay or copy")
+	cmd.Flags().StringVar(&f.backend, "backend", "auto", "clone backend: auto, btrfs, reflink, overlay, userns-overlay or copy")
 	cmd.Flags().BoolVar(&f.noDaemon, "no-daemon", false, "do not use a running `dbfork serve`; clone and start here")
 }
 
@@ -129,7 +129,7 @@ func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *i
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := g.openStore()
+	s, err := g.openOwnStore()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -176,6 +176,9 @@ func newUpCmd(g *globals) *cobra.Command {
 				}
 				fmt.Fprintf(g.stdout, "# dbfork instance %s: %s on %s clone%s, ready in %.0f ms; stop it with `dbfork down %s`\n",
 					v.ID, v.Engine, v.Backend, why, v.ReadyMs, v.ID)
+				if v.WholeFileCopyUp {
+					fmt.Fprintln(g.stdout, "# "+firstWriteTrap+" (docs/rootless.md)")
+				}
 				writeEnv(g.stdout, l.env, export)
 			}
 			if err == nil {

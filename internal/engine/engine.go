@@ -90,6 +90,12 @@ type StartSpec struct {
 	// OnLaunch is called as soon as the server process exists, before
 	// waiting for it to be ready, so the caller can record it.
 	OnLaunch func(*Server) error
+	// Wrap, when set, changes how the server process is started: it
+	// returns the argv to run instead (a helper that ends by exec'ing the
+	// server's argv, so the PID stays the server's) and may set process
+	// attributes. Rootless OverlayFS clones use it to mount the clone in
+	// the server's own user and mount namespaces (see backend.Namespaced).
+	Wrap func(argv []string, attr *syscall.SysProcAttr) []string
 }
 
 // Server is a started server. It is what instance state records.
@@ -104,6 +110,10 @@ type Server struct {
 	Password  string        `json:"password,omitempty"`
 	DataDir   string        `json:"data_dir"`
 	Listen    bool          `json:"listen"` // on 127.0.0.1:Port too (builds use the socket only)
+	// Root is where the server's own view of the filesystem is seen from
+	// outside (/proc/PID/root) when it runs in a mount namespace of its
+	// own, in which alone its clone is mounted; empty otherwise.
+	Root string `json:"root,omitempty"`
 
 	exited <-chan struct{} // closed when our child exits (nil if not ours)
 }
@@ -131,21 +141,39 @@ type Conn struct {
 	Env       map[string]string `json:"env"`
 }
 
+// Outside is path as this process can reach it: through the server's
+// /proc/PID/root when the server lives in a mount namespace of its own.
+func (s *Server) Outside(path string) string {
+	if s == nil || s.Root == "" {
+		return path
+	}
+	return s.Root + path
+}
+
 // Launch starts argv as user in its own session (so a Ctrl-C aimed at
 // dbfork does not hit the server before dbfork can stop it cleanly), with
 // output appended to logFile, and reaps it in the background.
 func Launch(argv []string, env []string, user store.User, logFile string) (*Server, error) {
+	return LaunchWrapped(nil, argv, env, user, logFile)
+}
+
+// LaunchWrapped is Launch through wrap (StartSpec.Wrap; nil: none).
+func LaunchWrapped(wrap func([]string, *syscall.SysProcAttr) []string, argv []string, env []string, user store.User, logFile string) (*Server, error) {
 	lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
 		return nil, err
 	}
 	defer lf.Close()
 	_ = user.Chown(logFile)
+	attr := &syscall.SysProcAttr{Setsid: true, Credential: user.Credential()}
+	if wrap != nil {
+		argv = wrap(argv, attr)
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: user.Credential()}
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -157,6 +185,9 @@ func Launch(argv []string, env []string, user store.User, logFile string) (*Serv
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	s := &Server{Process: id, LogFile: logFile}
+	if wrap != nil {
+		s.Root = fmt.Sprintf("/proc/%d/root", id.PID)
+	}
 	s.exited = done
 	return s, nil
 }

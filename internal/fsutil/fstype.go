@@ -15,6 +15,7 @@ const (
 	magicOverlay = 0x794C7630
 	magicZFS     = 0x2FC12FC1
 	magicFuse    = 0x65735546
+	magicNFS     = 0x6969
 )
 
 // FSType names the filesystem that holds path ("btrfs", "xfs", "ext4", ...).
@@ -38,6 +39,8 @@ func FSType(path string) (string, error) {
 		return "zfs", nil
 	case magicFuse:
 		return "fuse", nil
+	case magicNFS:
+		return "nfs", nil
 	}
 	return fmt.Sprintf("0x%x", uint32(st.Type)), nil
 }

@@ -120,7 +120,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 		DataDir: st.DataDir, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"), RunDir: dir,
 		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: s.User,
 		Database: orDefault(o.Database, g.Manifest.Database), Owner: orDefault(o.Owner, g.Manifest.Owner),
-		Password: pw,
+		Password: pw, Wrap: wrapFor(b, g, st),
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
 	})
 	if srv != nil {

@@ -49,12 +49,14 @@ func Prewarm(ctx context.Context, st *State, hot []string, urgent func() bool) (
 	t0 := time.Now()
 	res := &PrewarmResult{}
 	res.CopiedUp = backend.CheapCopyUp(st.Backend, st.Scratch)
+	// A clone mounted only in its server's namespace is read through it.
+	data := st.Server.Outside(st.DataDir)
 	rw := map[string]bool{}
 	for _, h := range hot {
-		rw[filepath.Join(st.DataDir, filepath.Clean("/"+h))] = true
+		rw[filepath.Join(data, filepath.Clean("/"+h))] = true
 	}
 	buf := make([]byte, 1<<20)
-	err := filepath.WalkDir(st.DataDir, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(data, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // a file the server removed meanwhile
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/backend"
@@ -105,6 +106,12 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 		if err := os.Rename(next, st.DataDir); err != nil {
 			return fmt.Errorf("swap in the new clone: %w", err)
 		}
+		if _, ok := b.(backend.Namespaced); ok {
+			// Its content is in the scratch dir (the upper dir): swap that too.
+			if err := swapScratch(st.Scratch); err != nil {
+				return err
+			}
+		}
 		t = lap("swap", t)
 		defer later(func() { _ = removeClone(context.Background(), b, aside, st.Scratch+asideSuffix) })
 	}
@@ -112,7 +119,7 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	srv, err := eng.Start(ctx, engine.StartSpec{
 		DataDir: st.DataDir, SocketDir: old.SocketDir, LogFile: filepath.Join(st.Dir, "server.log"), RunDir: st.Dir,
 		Port: old.Port, Listen: old.Listen, Profile: engine.ProfileTest, Settings: st.Settings, User: s.User,
-		Database: old.Database, Owner: old.User, Password: old.Password,
+		Database: old.Database, Owner: old.User, Password: old.Password, Wrap: wrapFor(b, g, st),
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
 	})
 	if srv != nil {
@@ -183,4 +190,25 @@ func ResetByID(ctx context.Context, s *store.Store, id string, eng engine.Engine
 		return nil, fmt.Errorf("%w; instance %s was removed", err, id)
 	}
 	return st, nil
+}
+
+// swapScratch puts a namespaced clone's next scratch dir in place and the
+// old one aside (removed with the old clone).
+func swapScratch(scratch string) error {
+	if err := os.Rename(scratch, scratch+asideSuffix); err != nil {
+		return fmt.Errorf("set the old scratch dir aside: %w", err)
+	}
+	if err := os.Rename(scratch+nextSuffix, scratch); err != nil {
+		return fmt.Errorf("swap in the new scratch dir: %w", err)
+	}
+	return nil
+}
+
+// wrapFor is the StartSpec.Wrap for a clone of backend b (nil but for
+// namespaced backends, whose clone is mounted as the server starts).
+func wrapFor(b backend.Backend, g *golden.Golden, st *State) func([]string, *syscall.SysProcAttr) []string {
+	if ns, ok := b.(backend.Namespaced); ok {
+		return ns.Wrap(g.DataDir(), st.DataDir, st.Scratch)
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
@@ -201,6 +202,9 @@ type View struct {
 	CloneMs    float64           `json:"clone_ms"`
 	ReadyMs    float64           `json:"ready_ms"`
 	LeasedBy   int               `json:"leased_by_pid,omitempty"` // set by `ls` when `dbfork serve` leased it out
+	// WholeFileCopyUp: the first write to a file copies it whole (OverlayFS
+	// where the store cannot reflink): the first-write trap.
+	WholeFileCopyUp bool `json:"whole_file_copy_up,omitempty"`
 }
 
 // Public describes the instance for output. Status "dead" means the record
@@ -220,6 +224,7 @@ func (st *State) Public() View {
 	if st.Status == StatusReady && !st.Alive() {
 		v.Status = "dead"
 	}
+	v.WholeFileCopyUp = backend.WholeFileCopyUp(st.Backend, st.Scratch)
 	return v
 }
 

@@ -63,6 +63,11 @@ func stopServer(ctx context.Context, st *State) error {
 	// this clone (servers chdir into their data dir).
 	id, ok := fromPIDFile(st.PIDFile, st.DataDir)
 	if !ok {
+		// A clone mounted only in its server's namespace keeps that pid
+		// file out of sight: the helper that started it left one in scratch.
+		id, ok = pidFromFile(filepath.Join(st.Scratch, backend.NamespacePIDFile), st.DataDir)
+	}
+	if !ok {
 		return nil
 	}
 	srv := &engine.Server{Engine: st.Engine, Process: id}
@@ -73,6 +78,12 @@ func fromPIDFile(pidFile, dataDir string) (proc.Identity, bool) {
 	if pidFile == "" || !strings.HasPrefix(pidFile, dataDir+"/") {
 		return proc.Identity{}, false
 	}
+	return pidFromFile(pidFile, dataDir)
+}
+
+// pidFromFile trusts the PID in pidFile only if that process works in
+// dataDir.
+func pidFromFile(pidFile, dataDir string) (proc.Identity, bool) {
 	data, err := os.ReadFile(pidFile)
 	if err != nil {
 		return proc.Identity{}, false

@@ -29,7 +29,11 @@ func Run(t *testing.T, b backend.Backend, dir string) {
 	makeGolden(t, golden)
 	before := snapshotTree(t, golden)
 
-	clone := func(name string) (string, string) {
+	// clone returns where the test sees the clone, the clone path and the
+	// scratch dir. A namespaced backend's clone is seen through a process
+	// holding its namespace, as dbfork sees a running server's.
+	holders := map[string]*holder{}
+	clone := func(name string) (string, string, string) {
 		c := filepath.Join(dir, "instances", name, "data")
 		s := filepath.Join(dir, "instances", name, "scratch")
 		if err := os.MkdirAll(filepath.Dir(c), 0o755); err != nil {
@@ -38,7 +42,18 @@ func Run(t *testing.T, b backend.Backend, dir string) {
 		if err := b.Prepare(ctx, golden, c, s); err != nil {
 			t.Fatalf("prepare %s: %v", name, err)
 		}
-		return c, s
+		if ns, ok := b.(backend.Namespaced); ok {
+			h := startHolder(t, ns.Wrap(golden, c, s))
+			holders[c] = h
+			return h.root + c, c, s
+		}
+		return c, c, s
+	}
+	remove := func(c, s string) error {
+		if h := holders[c]; h != nil {
+			h.stop(t)
+		}
+		return b.Remove(ctx, c, s)
 	}
 	leftProbes := func() []string {
 		m, _ := filepath.Glob(filepath.Join(dir, ".probe-*"))
@@ -47,8 +62,8 @@ func Run(t *testing.T, b backend.Backend, dir string) {
 	if left := leftProbes(); len(left) > 0 {
 		t.Errorf("probe left its scratch dir: %v", left)
 	}
-	c1, s1 := clone("one")
-	c2, s2 := clone("two")
+	c1, r1, s1 := clone("one")
+	c2, r2, s2 := clone("two")
 
 	t.Run("same content, modes and owners", func(t *testing.T) {
 		if got := snapshotTree(t, c1); !equalTrees(t, before, got) {
@@ -69,7 +84,7 @@ func Run(t *testing.T, b backend.Backend, dir string) {
 		}
 	})
 	t.Run("prepare onto an existing clone is refused", func(t *testing.T) {
-		if err := b.Prepare(ctx, golden, c1, s1); err == nil {
+		if err := b.Prepare(ctx, golden, r1, s1); err == nil {
 			t.Fatal("a second prepare onto a live clone succeeded")
 		}
 		data, err := os.ReadFile(filepath.Join(c1, "base", "big"))
@@ -102,6 +117,10 @@ func Run(t *testing.T, b backend.Backend, dir string) {
 		}
 	})
 	t.Run("remove never deletes through a mount", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			removeWhileHeld(t, b, holders[r2], r2, s2, golden, before)
+			return
+		}
 		victim := filepath.Join(dir, "victim")
 		if err := os.MkdirAll(victim, 0o755); err != nil {
 			t.Fatal(err)
@@ -109,25 +128,25 @@ func Run(t *testing.T, b backend.Backend, dir string) {
 		if err := os.WriteFile(filepath.Join(victim, "keep"), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		at := filepath.Join(c2, "base", "mnt")
+		at := filepath.Join(r2, "base", "mnt")
 		if err := os.Mkdir(at, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := unix.Mount(victim, at, "", unix.MS_BIND, ""); err != nil {
 			t.Fatalf("bind mount: %v", err)
 		}
-		_ = b.Remove(ctx, c2, s2) // refused, or done after unmounting: either way
-		_ = fsutil.UnmountAllUnder(c2)
+		_ = b.Remove(ctx, r2, s2) // refused, or done after unmounting: either way
+		_ = fsutil.UnmountAllUnder(r2)
 		if _, err := os.Stat(filepath.Join(victim, "keep")); err != nil {
 			t.Fatalf("remove deleted through a mount: %v", err)
 		}
-		if err := b.Remove(ctx, c2, s2); err != nil {
+		if err := remove(r2, s2); err != nil {
 			t.Fatalf("remove after unmount: %v", err)
 		}
 	})
 	t.Run("remove leaves nothing", func(t *testing.T) {
-		for _, c := range [][2]string{{c1, s1}, {c2, s2}} {
-			if err := b.Remove(ctx, c[0], c[1]); err != nil {
+		for _, c := range [][2]string{{r1, s1}, {r2, s2}} {
+			if err := remove(c[0], c[1]); err != nil {
 				t.Fatal(err)
 			}
 			if err := b.Remove(ctx, c[0], c[1]); err != nil {

@@ -132,20 +132,10 @@ func testFailures(t *testing.T, d Dialect, eng engine.Engine) {
 }
 
 func testInstances(t *testing.T, d Dialect, eng engine.Engine) {
-	testenv.RequireRoot(t)
-	for _, m := range []struct {
-		fs, auto string
-		backends []string
-	}{
-		{"host", "overlay", []string{"overlay", "copy"}},
-		{"xfs", "overlay", []string{"reflink", "overlay"}},
-		{"btrfs", "btrfs", []string{"btrfs"}},
-	} {
+	matrix, roots := instanceMatrix(t)
+	for _, m := range matrix {
 		t.Run(m.fs, func(t *testing.T) {
-			root := testenv.Dir(t)
-			if m.fs != "host" {
-				root = testenv.LoopFS(t, m.fs, 900<<20)
-			}
+			root := roots(t, m.fs)
 			s := openStore(t, root)
 			res, err := golden.Build(context.Background(), s, eng, d.recipe(t, filepath.Join(root, "p"), 2000), golden.Options{})
 			if err != nil {
@@ -157,6 +147,7 @@ func testInstances(t *testing.T, d Dialect, eng engine.Engine) {
 				})
 			}
 			testenv.AssertClean(t, root)
+			testenv.AssertNoMountsAnywhere(t, root)
 		})
 	}
 	t.Run("port taken", func(t *testing.T) { testPortTaken(t, eng, d) })
@@ -342,7 +333,7 @@ func testPortTaken(t *testing.T, eng engine.Engine, d Dialect) {
 	held := l.Addr().(*net.TCPAddr).Port
 
 	engine.ForcePorts(held, held)
-	in, err := instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "overlay"})
+	in, err := instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "auto"})
 	if err != nil {
 		t.Fatalf("a taken port was not retried: %v", err)
 	}
@@ -362,7 +353,7 @@ func testPortTaken(t *testing.T, eng engine.Engine, d Dialect) {
 	}
 
 	engine.ForcePorts(held, held, held, held, held)
-	_, err = instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "overlay"})
+	_, err = instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "auto"})
 	if err == nil || !strings.Contains(err.Error(), "already in use") {
 		t.Fatalf("five collisions: want an error with the log's \"already in use\", got %v", err)
 	}

@@ -92,7 +92,7 @@ func (e *Engine) startOnce(ctx context.Context, spec engine.StartSpec, port int)
 		}
 		argv = append(argv, "--tmpdir="+tmp)
 	}
-	srv, err := engine.Launch(argv, engine.BaseEnv(), spec.User, spec.LogFile)
+	srv, err := engine.LaunchWrapped(spec.Wrap, argv, engine.BaseEnv(), spec.User, spec.LogFile)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", e.Name(), err)
 	}

@@ -24,7 +24,7 @@ func (e *Engine) TableFiles(ctx context.Context, srv *engine.Server, tables []st
 		if strings.Contains(db, "/") || strings.Contains(table, "/") || strings.HasPrefix(db, ".") {
 			return nil, errs.Invalid("hot table %q: not a table name", t)
 		}
-		if fi, err := os.Stat(filepath.Join(srv.DataDir, rel)); err != nil || !fi.Mode().IsRegular() {
+		if fi, err := os.Stat(filepath.Join(srv.Outside(srv.DataDir), rel)); err != nil || !fi.Mode().IsRegular() {
 			return nil, errs.Invalid("hot table %q: no file %s in the data dir (a file-per-table InnoDB table?)", t, rel)
 		}
 		out = append(out, rel)

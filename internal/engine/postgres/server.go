@@ -104,7 +104,7 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 	if fi, err := os.Stat(spec.LogFile); err == nil && fi.Size() > 0 {
 		_ = os.Truncate(spec.LogFile, 0) // the tail must be this attempt's
 	}
-	srv, err := engine.Launch(argv, engine.BaseEnv(), spec.User, spec.LogFile)
+	srv, err := engine.LaunchWrapped(spec.Wrap, argv, engine.BaseEnv(), spec.User, spec.LogFile)
 	if err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}

@@ -42,10 +42,10 @@ func (p *Postgres) TableFiles(ctx context.Context, srv *engine.Server, tables []
 		}
 		for _, b := range bases {
 			for _, pat := range []string{b, b + ".*", b + "_fsm", b + "_vm"} {
-				m, _ := filepath.Glob(filepath.Join(srv.DataDir, pat))
+				m, _ := filepath.Glob(filepath.Join(srv.Outside(srv.DataDir), pat))
 				for _, f := range m {
 					if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
-						rel, _ := filepath.Rel(srv.DataDir, f)
+						rel, _ := filepath.Rel(srv.Outside(srv.DataDir), f)
 						out = append(out, rel)
 					}
 				}
