@@ -28,7 +28,9 @@ def run_fresh(world, tmp_path, mode, *args, env_extra=None):
     os.makedirs(suite, exist_ok=True)
     with open(os.path.join(suite, "test_fresh_inner.py"), "w") as f:
         f.write(FRESH_INNER)
-    env = dict(env_extra or {}, WANT_MODE=mode)
+    # The daemon's idle time must outlast xdist workers starting on a busy
+    # machine (the controller finds the daemon before they exist).
+    env = dict(env_extra or {}, WANT_MODE=mode, DBFORK_DAEMON_IDLE="15s")
     return run_pytest(world, tmp_path, "test_fresh_inner.py", *args, env_extra=env)
 
 
