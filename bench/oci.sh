@@ -8,8 +8,10 @@
 #   compressed size of the artifact
 #   after a one-table change: bytes re-sent by the second push, vs the size
 #   of that table and the bytes of files that differ between the goldens.
-# Needs root, PostgreSQL (pgbench), Go. Prints one table.
+# Needs root, PostgreSQL (pgbench) or MariaDB (sysbench), Go. Prints one
+# table.
 #   sudo bench/oci.sh [PGBENCH_SCALE] [PULL_RUNS]
+#   sudo ENGINE=mariadb bench/oci.sh [SYSBENCH_ROWS_PER_TABLE] [PULL_RUNS]   (7 sysbench tables)
 set -euo pipefail
 SCALE="${1:-100}"
 RUNS="${2:-3}"
@@ -37,10 +39,27 @@ ms() { echo $(( ($(now) - $1) / 1000000 )); }
 "$W/ociregistry" -root "$W/registry" >"$W/registry.addr" 2>"$W/registry.log" &
 REGPID=$!
 until [ -s "$W/registry.addr" ]; do sleep 0.05; done
-REPO="$(cat "$W/registry.addr")/bench/pgbench"
+ENGINE="${ENGINE:-postgres}"
+REPO="$(cat "$W/registry.addr")/bench/$ENGINE"
 
 mkdir -p "$W/proj"
-cat >"$W/proj/dbfork.toml" <<EOF
+if [ "$ENGINE" = mariadb ]; then
+  cat >"$W/proj/dbfork.toml" <<EOF
+engine = "mariadb"
+database = "bench"
+owner = "bench"
+[[load]]
+run = "sysbench oltp_write_only --db-driver=mysql --mysql-host=\$MYSQL_HOST --mysql-port=\$MYSQL_PORT --mysql-user=\$MYSQL_USER --mysql-password=\$MYSQL_PWD --mysql-db=\$MYSQL_DATABASE --tables=7 --table-size=$SCALE prepare >/dev/null"
+[[load]]
+sql = "lookup.sql"
+EOF
+  lookup() { # rows
+    printf 'create table lookup(id int primary key, name text not null);\ninsert into lookup select seq, md5(seq) from seq_1_to_%s;\n' "$1" >"$W/proj/lookup.sql"
+  }
+  table_bytes() { $D --store "$W/store-a" run -- mariadb -N -e "select data_length + index_length from information_schema.tables where table_name = 'lookup'"; }
+  WHAT="MariaDB, sysbench 7 x $SCALE rows"
+else
+  cat >"$W/proj/dbfork.toml" <<EOF
 engine = "postgres"
 database = "bench"
 owner = "bench"
@@ -49,9 +68,12 @@ run = "pgbench -i -q -s $SCALE"
 [[load]]
 sql = "lookup.sql"
 EOF
-lookup() { # rows
-  printf 'create table lookup(id int primary key, name text not null);\ninsert into lookup select g, md5(g::text) from generate_series(1, %s) g;\n' "$1" >"$W/proj/lookup.sql"
-}
+  lookup() { # rows
+    printf 'create table lookup(id int primary key, name text not null);\ninsert into lookup select g, md5(g::text) from generate_series(1, %s) g;\n' "$1" >"$W/proj/lookup.sql"
+  }
+  table_bytes() { $D --store "$W/store-a" run -- psql -XAtc "select pg_total_relation_size('lookup')"; }
+  WHAT="pgbench scale $SCALE"
+fi
 lookup 100000
 cd "$W/proj"
 
@@ -81,7 +103,7 @@ t=$(now); KEY2="$($D --store "$W/store-a" build 2>/dev/null)"; BUILD2_MS=$(ms "$
 $D --store "$W/store-a" push "$REPO" --json >"$W/push2.json"
 RESENT=$(j "$W/push2.json" "d['stats']['bytes_sent']")
 RESENT_LAYERS="$(j "$W/push2.json" "d['stats']['layers_sent']")/$(j "$W/push2.json" "d['stats']['layers']")"
-TABLE=$($D --store "$W/store-a" run -- psql -XAtc "select pg_total_relation_size('lookup')")
+TABLE=$(table_bytes)
 DIFF=$(python3 - "$W/store-a/goldens/$KEY/manifest.json" "$W/store-a/goldens/$KEY2/manifest.json" <<'EOF'
 import json, sys
 a = {f["path"]: f.get("sha256") for f in json.load(open(sys.argv[1]))["files"]}
@@ -94,7 +116,7 @@ range() { printf '%s\n' "$@" | sort -n | awk 'NR==1{lo=$1} {hi=$1} END {print lo
 mib() { awk -v b="$1" 'BEGIN {printf "%.0f MiB", b/1048576}'; }
 PULL_MED=$(median "${PULLS[@]}"); UP_MED=$(median "${UPS[@]}")
 cat <<EOF
-pgbench scale $SCALE + a 100k-row lookup table; golden $(mib "$DATA"), $LAYERS layers, artifact $(mib "$COMPRESSED") (zstd)
+$WHAT + a 100k-row lookup table; golden $(mib "$DATA"), $LAYERS layers, artifact $(mib "$COMPRESSED") (zstd)
 | step | ms |
 |---|---|
 | build (store A) | $BUILD_MS |
