@@ -11,6 +11,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/lockfile"
+	"github.com/dbfork/dbfork/internal/proc"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -84,6 +85,17 @@ func reapBuild(ctx context.Context, dir string, log *slog.Logger) Leftover {
 				lo.Error = err.Error()
 				return lo
 			}
+		}
+	}
+	// A server started just before a crash, not yet recorded: it works
+	// in the build's data dir.
+	for _, id := range proc.WorkingIn(filepath.Join(dir, "data")) {
+		if lo.Server == 0 {
+			lo.Server = id.PID
+		}
+		if err := engine.StopRecorded(ctx, &engine.Server{Process: id}, false); err != nil {
+			lo.Error = err.Error()
+			return lo
 		}
 	}
 	if err := discardBuild(dir); err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -150,4 +151,34 @@ func UID(pid int) int {
 		}
 	}
 	return -1
+}
+
+// WorkingIn lists the processes whose working directory is dir: how a
+// server is found that was started but not yet recorded when its starter
+// died (PostgreSQL and MariaDB chdir into their data dir). Nothing is
+// matched by name.
+func WorkingIn(dir string) []Identity {
+	want, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []Identity
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 {
+			continue
+		}
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if err != nil || filepath.Clean(cwd) != want {
+			continue
+		}
+		if id, err := Of(pid); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
 }
