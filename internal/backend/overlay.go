@@ -26,11 +26,8 @@ func (o Overlay) Probe(ctx context.Context, dir string) error {
 		return err
 	}
 	defer done()
-	lower := filepath.Join(p, "lower")
-	if err := os.Mkdir(lower, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(lower, "f"), []byte("x"), 0o600); err != nil {
+	lower, err := probeLower(p)
+	if err != nil {
 		return err
 	}
 	merged := filepath.Join(p, "merged")
@@ -110,4 +107,13 @@ func (Overlay) OwnedDir(clone, scratch string) string { return filepath.Join(scr
 func (Overlay) CheapCopyUp(scratch string) bool {
 	fs, err := fsutil.FSType(scratch)
 	return err == nil && (fs == "xfs" || fs == "btrfs")
+}
+
+// probeLower makes the one-file lower layer both overlay probes mount.
+func probeLower(p string) (string, error) {
+	lower := filepath.Join(p, "lower")
+	if err := os.Mkdir(lower, 0o755); err != nil {
+		return "", err
+	}
+	return lower, os.WriteFile(filepath.Join(lower, "f"), []byte("x"), 0o600)
 }

@@ -45,11 +45,8 @@ func (u UsernsOverlay) Probe(ctx context.Context, dir string) error {
 		return err
 	}
 	defer done()
-	lower := filepath.Join(p, "lower")
-	if err := os.Mkdir(lower, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(lower, "f"), []byte("x"), 0o600); err != nil {
+	lower, err := probeLower(p)
+	if err != nil {
 		return err
 	}
 	clone, scratch := filepath.Join(p, "merged"), filepath.Join(p, "scratch")

@@ -248,17 +248,17 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 	}
 }
 
-// Stats is a snapshot of a pool.
+// Stats is a snapshot of a pool (the API has its own wire copy, api.PoolStats).
 type Stats struct {
-	Min        int    `json:"min"`
-	Max        int    `json:"max"`
-	Warming    int    `json:"warming"`
-	Ready      int    `json:"ready"`
-	Leased     int    `json:"leased"`
-	Discarding int    `json:"discarding"`
-	Waiting    int    `json:"waiting"`
-	LastError  string `json:"last_error,omitempty"`
-	Closed     bool   `json:"closed,omitempty"`
+	Min        int
+	Max        int
+	Warming    int
+	Ready      int
+	Leased     int
+	Discarding int
+	Waiting    int
+	LastError  string
+	Closed     bool
 }
 
 // Stats reports the pool's counts.
