@@ -17,6 +17,7 @@ import (
 	"github.com/dbfork/dbfork/internal/bench"
 	"github.com/dbfork/dbfork/internal/daemon"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/progress"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
@@ -73,7 +74,7 @@ between runs. Figures are medians with min–max over the runs.`,
 				if err != nil {
 					return err
 				}
-				eng, err := g.openEngine(s)(ctx, r)
+				eng, err := g.openEngine(s)(ctx, golden.EngineWant(r))
 				if err != nil {
 					return err
 				}

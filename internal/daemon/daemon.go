@@ -45,7 +45,7 @@ type Options struct {
 	Store *store.Store
 	Log   *slog.Logger
 	// OpenEngine locates a recipe's server binaries.
-	OpenEngine func(ctx context.Context, r *recipe.Recipe) (engine.Engine, error)
+	OpenEngine func(ctx context.Context, w engine.Want) (engine.Engine, error)
 	// Remote serves recipes' [cache] (pull instead of build); nil: none.
 	Remote golden.Remote
 	// Backoff after a failed instance start (default 1 s, doubling).
@@ -180,7 +180,7 @@ func (d *Daemon) engineFor(ctx context.Context, r *recipe.Recipe) (engine.Engine
 	if ok {
 		return eng, nil
 	}
-	eng, err := d.o.OpenEngine(ctx, r)
+	eng, err := d.o.OpenEngine(ctx, golden.EngineWant(r))
 	if err != nil {
 		return nil, err
 	}
