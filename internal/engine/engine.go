@@ -77,14 +77,17 @@ type StartSpec struct {
 	LogFile   string
 	RunDir    string // private dir for generated config (pg_hba.conf)
 	Port      int    // 0: pick a free loopback port
-	Listen    bool   // also listen on 127.0.0.1:Port
-	Profile   string
-	Settings  map[string]string // recipe [settings], applied last
-	User      store.User
-	Database  string
-	Owner     string
-	Password  string // set for Owner once ready (TCP logins need it); empty: none
-	Timeout   time.Duration
+	// TryPorts are picked first when Port is 0, before asking the kernel
+	// (tests hold a port here to prove a collision is retried).
+	TryPorts []int
+	Listen   bool // also listen on 127.0.0.1:Port
+	Profile  string
+	Settings map[string]string // recipe [settings], applied last
+	User     store.User
+	Database string
+	Owner    string
+	Password string // set for Owner once ready (TCP logins need it); empty: none
+	Timeout  time.Duration
 	// OnLaunch is called as soon as the server process exists, before
 	// waiting for it to be ready, so the caller can record it.
 	OnLaunch func(*Server) error

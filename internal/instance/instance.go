@@ -29,6 +29,9 @@ type Options struct {
 	Owner    string
 	Password string // empty: a random one
 	Recipe   string // absolute path of the recipe, recorded for `dbfork reset`
+	// TryPorts are ports the server tries first (engine.StartSpec.TryPorts;
+	// tests hold one to prove a taken port is retried).
+	TryPorts []int
 }
 
 // Instance is a created instance and the lock that marks it in use.
@@ -120,7 +123,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 		DataDir: st.DataDir, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"), RunDir: dir,
 		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: s.User,
 		Database: orDefault(o.Database, g.Manifest.Database), Owner: orDefault(o.Owner, g.Manifest.Owner),
-		Password: pw, Wrap: wrapFor(b, g, st),
+		Password: pw, Wrap: wrapFor(b, g, st), TryPorts: o.TryPorts,
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
 	})
 	if srv != nil {
