@@ -201,23 +201,30 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err != nil {
 		return nil, fmt.Errorf("checksum golden: %w", err)
 	}
-	m := &Manifest{
-		Format: formatVersion, Key: key, Engine: eng.Name(), EngineVersion: version,
-		InitOptions: eng.InitOptions(ClusterOf(r)), Recipe: r.Path, Database: r.Database, Owner: r.Owner,
-		Inputs: inputs, Created: time.Now().UTC(), BuildSeconds: time.Since(start).Seconds(),
-		TotalBytes: total, Files: files,
-	}
-	for _, st := range r.Steps {
-		if st.Kind == recipe.StepRun {
-			m.Commands = append(m.Commands, st.Command)
-		}
-	}
+	m := newManifest(eng, r, key, version, inputs)
+	m.BuildSeconds, m.TotalBytes, m.Files = time.Since(start).Seconds(), total, files
 	g, err = Publish(s, tmp, m, "build")
 	if err != nil {
 		return nil, err
 	}
 	o.Log.Info("golden published", "key", key, "bytes", total, "seconds", m.BuildSeconds)
 	return g, nil
+}
+
+// newManifest describes a golden of r built by eng (files and sizes are
+// filled in once it is stopped).
+func newManifest(eng engine.Engine, r *recipe.Recipe, key, version string, inputs []Input) *Manifest {
+	m := &Manifest{
+		Format: formatVersion, Key: key, Engine: eng.Name(), EngineVersion: version,
+		InitOptions: eng.InitOptions(ClusterOf(r)), Recipe: r.Path, Database: r.Database, Owner: r.Owner,
+		Inputs: inputs, Created: time.Now().UTC(),
+	}
+	for _, st := range r.Steps {
+		if st.Kind == recipe.StepRun {
+			m.Commands = append(m.Commands, st.Command)
+		}
+	}
+	return m
 }
 
 // prepareBuildDir lays out a new build dir: its key, an empty data dir and
