@@ -118,14 +118,11 @@ func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, 
 	}
 	methods := o.Methods
 	if len(methods) == 0 {
-		for _, n := range backend.Names {
-			if _, _, err := backend.Select(ctx, n, s.InstancesDir(), g.DataDir()); err == nil {
-				methods = append(methods, n)
-			}
-		}
-		for _, st := range kit.TemplateStrategies {
-			methods = append(methods, "template:"+st)
-		}
+		methods = defaultMethods(ctx, s, g, kit)
+	}
+	byName, err := methodResults(methods, kit, ds.Engine)
+	if err != nil {
+		return nil, err
 	}
 	var host *instance.Instance // the server CREATE DATABASE … TEMPLATE runs on
 	defer func() {
@@ -133,24 +130,6 @@ func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, 
 			_ = host.Destroy(context.Background(), s)
 		}
 	}()
-	byName := map[string]*MethodResult{}
-	for _, m := range methods {
-		mr := &MethodResult{Method: m}
-		switch {
-		case m == "copy":
-			mr.Baseline, mr.Note = true, "plain copy of the data dir, then a server on it"
-		case strings.HasPrefix(m, "template:"):
-			mr.Baseline, mr.Note = true, "CREATE DATABASE … TEMPLATE on a running server (STRATEGY "+strings.ToUpper(strings.TrimPrefix(m, "template:"))+")"
-			if !slices.Contains(kit.TemplateStrategies, strings.TrimPrefix(m, "template:")) {
-				return nil, fmt.Errorf("method %s: %s has no such CREATE DATABASE … TEMPLATE strategy", m, ds.Engine)
-			}
-		default:
-			if _, err := backend.Get(m); err != nil {
-				return nil, err
-			}
-		}
-		byName[m] = mr
-	}
 	for run := 0; run < o.Runs; run++ {
 		for i := range methods {
 			m := methods[(i+run)%len(methods)]
@@ -179,6 +158,44 @@ func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, 
 		out.Methods = append(out.Methods, *mr)
 	}
 	return out, nil
+}
+
+// defaultMethods are every backend that works for the store, the plain
+// copy among them, and the engine's TEMPLATE strategies.
+func defaultMethods(ctx context.Context, s *store.Store, g *golden.Golden, kit engine.BenchKit) []string {
+	var methods []string
+	for _, n := range backend.Names {
+		if _, _, err := backend.Select(ctx, n, s.InstancesDir(), g.DataDir()); err == nil {
+			methods = append(methods, n)
+		}
+	}
+	for _, st := range kit.TemplateStrategies {
+		methods = append(methods, "template:"+st)
+	}
+	return methods
+}
+
+// methodResults checks each method and starts its result.
+func methodResults(methods []string, kit engine.BenchKit, engineName string) (map[string]*MethodResult, error) {
+	byName := map[string]*MethodResult{}
+	for _, m := range methods {
+		mr := &MethodResult{Method: m}
+		switch {
+		case m == "copy":
+			mr.Baseline, mr.Note = true, "plain copy of the data dir, then a server on it"
+		case strings.HasPrefix(m, "template:"):
+			mr.Baseline, mr.Note = true, "CREATE DATABASE … TEMPLATE on a running server (STRATEGY "+strings.ToUpper(strings.TrimPrefix(m, "template:"))+")"
+			if !slices.Contains(kit.TemplateStrategies, strings.TrimPrefix(m, "template:")) {
+				return nil, fmt.Errorf("method %s: %s has no such CREATE DATABASE … TEMPLATE strategy", m, engineName)
+			}
+		default:
+			if _, err := backend.Get(m); err != nil {
+				return nil, err
+			}
+		}
+		byName[m] = mr
+	}
+	return byName, nil
 }
 
 func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, ds *Dataset, b string, o CloneOptions) (*Sample, error) {
