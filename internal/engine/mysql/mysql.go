@@ -41,9 +41,9 @@ func (e *Engine) Name() string { return string(e.Bin.Info.Flavor) }
 
 func (e *Engine) Version(ctx context.Context) (string, error) { return e.Bin.Info.Line, nil }
 
-func (e *Engine) InitOptions(r engine.Cluster) map[string]string {
+func (e *Engine) InitOptions(c engine.Cluster) map[string]string {
 	return map[string]string{
-		"database": r.Database, "owner": r.Owner,
+		"database": c.Database, "owner": c.Owner,
 		"layout": strings.Join(innodbLayout(e.Bin.Info, false), " "),
 	}
 }
