@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/engine/mysql"
+	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/recipe"
@@ -86,4 +87,68 @@ func sizeAndOwned(t *testing.T, path string) (int64, int64) {
 		t.Fatal(err)
 	}
 	return st.Size, st.Blocks * 512
+}
+
+// A PostgreSQL golden keeps only the WAL segment of its shutdown
+// checkpoint, mostly holes; clones start on it and write on.
+func TestPostgresSealedWAL(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	eng, err := postgres.New(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := testenv.Dir(t)
+	s, err := store.Open(filepath.Join(root, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := testenv.WriteRecipe(t, filepath.Join(root, "p"), "engine = \"postgres\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"seed.sql\"]\n",
+		map[string]string{"seed.sql": "CREATE TABLE items AS SELECT g AS id, md5(g::text) AS name FROM generate_series(1, 100000) g;\nUPDATE items SET name = name || 'x';\n"})
+	r, err := recipe.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := golden.Build(ctx, s, eng, r, golden.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wal := filepath.Join(res.Golden.DataDir(), "pg_wal")
+	entries, err := os.ReadDir(wal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var segs []string
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			segs = append(segs, e.Name())
+		}
+	}
+	if len(segs) != 1 {
+		t.Fatalf("golden pg_wal holds %v, want the checkpoint's segment only", segs)
+	}
+	if _, owned := sizeAndOwned(t, filepath.Join(wal, segs[0])); owned > 64<<10 {
+		t.Fatalf("golden WAL segment owns %d bytes, want a few pages", owned)
+	}
+	in, err := instance.Create(ctx, s, eng, res.Golden, instance.Options{Backend: "copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Destroy(ctx, s)
+	db, err := sql.Open("pgx", in.State.Conn.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	// Enough WAL to need new segments (1 MiB each), then a checkpoint.
+	if _, err := db.ExecContext(ctx, "UPDATE items SET name = name || 'y'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "CHECKPOINT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM items WHERE name LIKE '%xy'").Scan(&n); err != nil || n != 100000 {
+		t.Fatalf("clone of the sealed golden: %d rows updated (%v), want 100000", n, err)
+	}
 }
