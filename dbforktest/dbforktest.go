@@ -165,7 +165,7 @@ func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string)
 	// The store's engine cache backs installed servers, as for the CLI.
 	mvn, _ := exec.LookPath("mvn")
 	pip, _ := exec.LookPath("pip3")
-	eng, err := engines.NewOpener(fetch.Options{Dir: s.EnginesDir(), Maven: fetch.Maven{Mvn: mvn}, Pip: pip}).Open(ctx, r)
+	eng, err := engines.NewOpener(fetch.Options{Dir: s.EnginesDir(), Maven: fetch.Maven{Mvn: mvn}, Pip: pip}).Open(ctx, golden.EngineWant(r))
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}

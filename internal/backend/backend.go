@@ -66,6 +66,17 @@ func Owned(name, clone, scratch string) (dir string, apart bool) {
 	return clone, false
 }
 
+// CopiesUp reports whether clones of backend name copy a file on its
+// first read-write open (OverlayFS), cheaply or not.
+func CopiesUp(name string) bool {
+	b, err := Get(name)
+	if err != nil {
+		return false
+	}
+	_, ok := b.(CopyUpper)
+	return ok
+}
+
 // CheapCopyUp reports whether clones of backend name copy files on their
 // first read-write open, cheaply (false when they do not copy at all).
 func CheapCopyUp(name, scratch string) bool {

@@ -29,6 +29,9 @@ type Options struct {
 	Owner    string
 	Password string // empty: a random one
 	Recipe   string // absolute path of the recipe, recorded for `dbfork reset`
+	// TryPorts are ports the server tries first (engine.StartSpec.TryPorts;
+	// tests hold one to prove a taken port is retried).
+	TryPorts []int
 }
 
 // Instance is a created instance and the lock that marks it in use.
@@ -66,14 +69,8 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err != nil {
 		return nil, err
 	}
-	dir := s.InstanceDir(id)
-	st := &State{
-		ID: id, Key: g.Key, Engine: eng.Name(), Backend: b.Name(), BackendWhy: why,
-		Status: StatusCreating, Detached: o.Detached, Dir: dir,
-		DataDir: filepath.Join(dir, "data"), Scratch: filepath.Join(dir, "scratch"),
-		Created: time.Now().UTC(), Recipe: o.Recipe, Settings: o.Settings,
-	}
-	st.PIDFile = eng.PIDFile(st.DataDir)
+	st := newState(s, id, eng, g, b.Name(), why, o)
+	dir := st.Dir
 	in = &Instance{State: st, lock: lock}
 	defer func() {
 		if err != nil {
@@ -85,18 +82,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 			_ = os.Remove(lockPath(s, id))
 		}
 	}()
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create instance dir: %w", err)
-	}
-	if sz := cowExtSize(eng); sz > 0 {
-		// Inherited by everything created below: reflinked files and an
-		// overlay's upper dir. Only a hint; a failure costs disk, not
-		// correctness.
-		if err := fsutil.SetCowExtSize(dir, sz); err != nil {
-			slog.Debug("cowextsize not set", "dir", dir, "err", err)
-		}
-	}
-	if err := st.save(); err != nil {
+	if err := makeDir(eng, st); err != nil {
 		return nil, err
 	}
 	if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
@@ -104,11 +90,8 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	}
 	st.CloneMs = ms(time.Since(t0))
 	faults.At("up:cloned")
-	sock := filepath.Join(dir, "sock")
-	if err := os.Mkdir(sock, 0o700); err != nil {
-		return nil, err
-	}
-	if err := s.User.Chown(sock); err != nil {
+	sock, err := socketDir(s, dir)
+	if err != nil {
 		return nil, err
 	}
 	pw := o.Password
@@ -120,7 +103,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 		DataDir: st.DataDir, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"), RunDir: dir,
 		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: s.User,
 		Database: orDefault(o.Database, g.Manifest.Database), Owner: orDefault(o.Owner, g.Manifest.Owner),
-		Password: pw, Wrap: wrapFor(b, g, st),
+		Password: pw, Wrap: wrapFor(b, g, st), TryPorts: o.TryPorts,
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
 	})
 	if srv != nil {
@@ -139,6 +122,45 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	}
 	faults.At("up:started")
 	return in, nil
+}
+
+// newState is the first record of a new instance: creating, no server.
+func newState(s *store.Store, id string, eng engine.Engine, g *golden.Golden, backendName, why string, o Options) *State {
+	dir := s.InstanceDir(id)
+	st := &State{
+		ID: id, Key: g.Key, Engine: eng.Name(), Backend: backendName, BackendWhy: why,
+		Status: StatusCreating, Detached: o.Detached, Dir: dir,
+		DataDir: filepath.Join(dir, "data"), Scratch: filepath.Join(dir, "scratch"),
+		Created: time.Now().UTC(), Recipe: o.Recipe, Settings: o.Settings,
+	}
+	st.PIDFile = eng.PIDFile(st.DataDir)
+	return st
+}
+
+// makeDir creates the instance dir (with eng's copy-on-write extent size
+// hint) and records the instance in it.
+func makeDir(eng engine.Engine, st *State) error {
+	if err := os.Mkdir(st.Dir, 0o755); err != nil {
+		return fmt.Errorf("create instance dir: %w", err)
+	}
+	if sz := cowExtSize(eng); sz > 0 {
+		// Inherited by everything created below: reflinked files and an
+		// overlay's upper dir. Only a hint; a failure costs disk, not
+		// correctness.
+		if err := fsutil.SetCowExtSize(st.Dir, sz); err != nil {
+			slog.Debug("cowextsize not set", "dir", st.Dir, "err", err)
+		}
+	}
+	return st.save()
+}
+
+// socketDir makes the server's private socket dir in dir.
+func socketDir(s *store.Store, dir string) (string, error) {
+	sock := filepath.Join(dir, "sock")
+	if err := os.Mkdir(sock, 0o700); err != nil {
+		return "", err
+	}
+	return sock, s.User.Chown(sock)
 }
 
 // Destroy stops and removes an instance this process holds.

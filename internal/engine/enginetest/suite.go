@@ -332,8 +332,7 @@ func testPortTaken(t *testing.T, eng engine.Engine, d Dialect) {
 	defer l.Close()
 	held := l.Addr().(*net.TCPAddr).Port
 
-	engine.ForcePorts(held, held)
-	in, err := instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "auto"})
+	in, err := instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "auto", TryPorts: []int{held, held}})
 	if err != nil {
 		t.Fatalf("a taken port was not retried: %v", err)
 	}
@@ -352,8 +351,7 @@ func testPortTaken(t *testing.T, eng engine.Engine, d Dialect) {
 		t.Fatal(err)
 	}
 
-	engine.ForcePorts(held, held, held, held, held)
-	_, err = instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "auto"})
+	_, err = instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "auto", TryPorts: []int{held, held, held, held, held}})
 	if err == nil || !strings.Contains(err.Error(), "already in use") {
 		t.Fatalf("five collisions: want an error with the log's \"already in use\", got %v", err)
 	}
