@@ -88,6 +88,24 @@ func CheapCopyUp(name, scratch string) bool {
 	return false
 }
 
+// FullCopier is implemented by backends whose clones copy the golden's
+// data in full (their cost grows with the golden; nothing is shared).
+type FullCopier interface {
+	CopiesAll()
+}
+
+// SharesData reports whether clones of backend name share the golden's
+// data (every backend but a full copy): making one ahead of need costs
+// little disk.
+func SharesData(name string) bool {
+	b, err := Get(name)
+	if err != nil {
+		return false
+	}
+	_, full := b.(FullCopier)
+	return !full
+}
+
 // GoldenChecker is implemented by backends that can clone only some
 // goldens (btrfs needs the golden to be a subvolume).
 type GoldenChecker interface {

@@ -38,6 +38,10 @@ type Options struct {
 type Instance struct {
 	State *State
 	lock  *lockfile.Lock
+	// PrepareAhead: after a Reset whose later work runs in the background
+	// (the daemon), make the clone for the next reset there too (ahead.go).
+	PrepareAhead bool
+	ahead        *aheadWork
 }
 
 // Detach marks the instance as living on after this process (`up`): from
@@ -165,6 +169,7 @@ func socketDir(s *store.Store, dir string) (string, error) {
 
 // Destroy stops and removes an instance this process holds.
 func (in *Instance) Destroy(ctx context.Context, s *store.Store) error {
+	in.stopAhead()
 	err := teardown(ctx, in.State)
 	in.lock.Release()
 	if err == nil {

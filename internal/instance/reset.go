@@ -39,7 +39,12 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	if err != nil {
 		return err
 	}
-	rs := &resetRun{st: st, b: b, g: g, t0: time.Now(), steps: map[string]float64{}}
+	t0 := time.Now()
+	ready, err := in.takeAhead(ctx)
+	if err != nil {
+		return err
+	}
+	rs := &resetRun{st: st, b: b, g: g, t0: t0, steps: map[string]float64{}, ready: ready}
 	rs.t = rs.t0
 	old := *st.Server
 	st.Status = StatusResetting
@@ -71,8 +76,7 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 		if err := rs.swapIn(ctx); err != nil {
 			return err
 		}
-		aside := st.DataDir + asideSuffix
-		defer later(func() { _ = removeClone(context.Background(), b, aside, st.Scratch+asideSuffix) })
+		defer later(in.afterReset(b, g))
 	}
 	faults.At("reset:cloned")
 	srv, err := eng.Start(ctx, engine.StartSpec{
@@ -117,6 +121,7 @@ type resetRun struct {
 	g     *golden.Golden
 	t0, t time.Time
 	steps map[string]float64
+	ready bool // the next clone was made ahead (ahead.go)
 }
 
 // lap records the time since the last lap as step name.
@@ -128,6 +133,10 @@ func (rs *resetRun) lap(name string) {
 // cloneBeside makes the next clone beside the running server's.
 func (rs *resetRun) cloneBeside(ctx context.Context) error {
 	st, next := rs.st, rs.st.DataDir+nextSuffix
+	if rs.ready {
+		rs.lap("wait for the clone made ahead")
+		return nil
+	}
 	if err := removeClone(ctx, rs.b, next, st.Scratch+nextSuffix); err != nil {
 		return err
 	}
