@@ -1,6 +1,7 @@
 // Package enginetest is the one suite every engine passes against real
-// servers: golden builds (cache, rebuild, failures, dumps) and instances
-// on every clone backend the machine can make.
+// servers: the engine driven alone (driver.go), golden builds (cache,
+// rebuild, failures, dumps) and instances on every clone backend the
+// machine can make.
 package enginetest
 
 import (
@@ -48,6 +49,7 @@ func Run(t *testing.T, d Dialect) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("driver", func(t *testing.T) { testDriver(t, d, eng) })
 	t.Run("build", func(t *testing.T) { testBuild(t, d, eng) })
 	t.Run("failures", func(t *testing.T) { testFailures(t, d, eng) })
 	t.Run("instances", func(t *testing.T) { testInstances(t, d, eng) })
