@@ -42,6 +42,7 @@ type Instance struct {
 	// (the daemon), make the clone for the next reset there too (ahead.go).
 	PrepareAhead bool
 	ahead        *aheadWork
+	removing     <-chan struct{} // closed when the last reset's after-work ended
 }
 
 // Detach marks the instance as living on after this process (`up`): from

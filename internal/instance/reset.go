@@ -206,6 +206,7 @@ func (rs *resetRun) swapIn(ctx context.Context) error {
 const (
 	nextSuffix  = ".next"
 	asideSuffix = ".old"
+	trashSuffix = ".old2" // the old clone while the background removes it (ahead.go)
 )
 
 // removeClone undoes Prepare at clone/scratch (idempotent).
