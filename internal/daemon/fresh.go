@@ -130,6 +130,7 @@ func (d *Daemon) remakeSpares(l *lease) error {
 	sp := l.spares
 	sp.mu.Lock()
 	sp.ready, sp.handed = nil, map[string]bool{}
+	sp.server = l.in.State.Server
 	sp.mu.Unlock()
 	if err := dc.MakeTemplate(l.life, l.in.State.Server, templateDB); err != nil {
 		return err

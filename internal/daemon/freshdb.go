@@ -31,6 +31,16 @@ type spares struct {
 	ready  []string        // cloned, never handed out
 	handed map[string]bool // handed out and not dropped
 	wake   chan struct{}   // a database was taken: clone another
+	// server is the instance's server; a whole-instance reset replaces
+	// it (remakeSpares) while refill and handlers read it.
+	server *engine.Server
+}
+
+// srv is the instance's server now.
+func (sp *spares) srv() *engine.Server {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.server
 }
 
 func newSpares() *spares {
@@ -89,6 +99,7 @@ func (d *Daemon) prepareFresh(ctx context.Context, e *entry, in *instance.Instan
 	}
 	srv := in.State.Server
 	sp := newSpares()
+	sp.server = srv
 	err := dc.MakeTemplate(ctx, srv, templateDB)
 	if err == nil {
 		err = dc.CloneDatabases(ctx, srv, templateDB, newDBNames(spareDBs), func(name string) { sp.ready = append(sp.ready, name) })
@@ -123,7 +134,7 @@ func (d *Daemon) refill(l *lease, dc engine.DatabaseCloner) {
 			sp.ready = append(sp.ready, name)
 			sp.mu.Unlock()
 		}
-		if err := dc.CloneDatabases(l.life, l.in.State.Server, templateDB, newDBNames(n), made); err != nil && l.life.Err() == nil {
+		if err := dc.CloneDatabases(l.life, sp.srv(), templateDB, newDBNames(n), made); err != nil && l.life.Err() == nil {
 			d.o.Log.Warn("cloning spare databases failed", "id", l.ID, "err", err)
 			select {
 			case <-l.life.Done():
@@ -155,7 +166,7 @@ func (d *Daemon) CreateDatabase(ctx context.Context, id string, peer api.Peer) (
 	onDemand := name == ""
 	if onDemand { // taken faster than cloned: clone one now
 		name = newDBName()
-		if err := dc.CloneDatabases(ctx, l.in.State.Server, templateDB, []string{name}, nil); err != nil {
+		if err := dc.CloneDatabases(ctx, l.spares.srv(), templateDB, []string{name}, nil); err != nil {
 			if l.life.Err() != nil {
 				return nil, errs.NotFound("lease %s ended", id)
 			}
@@ -166,7 +177,7 @@ func (d *Daemon) CreateDatabase(ctx context.Context, id string, peer api.Peer) (
 	sp.handed[name] = true
 	sp.mu.Unlock()
 	sp.poke()
-	conn := dc.ConnTo(l.in.State.Server, name)
+	conn := dc.ConnTo(l.spares.srv(), name)
 	db := &api.Database{Name: name, DSN: conn.URL, SocketDSN: conn.SocketURL, Env: d.clientEnv(conn.Env, peer), OnDemand: onDemand}
 	db.Env["DBFORK_INSTANCE"] = id
 	db.Ms = msSince(t0)
@@ -194,7 +205,7 @@ func (d *Daemon) DropDatabase(ctx context.Context, id, name string, peer api.Pee
 	}
 	dc := l.entry.eng.(engine.DatabaseCloner)
 	go func() {
-		if err := dc.DropDatabase(l.life, l.in.State.Server, name); err != nil && l.life.Err() == nil {
+		if err := dc.DropDatabase(l.life, l.spares.srv(), name); err != nil && l.life.Err() == nil {
 			d.o.Log.Warn("drop fresh database failed", "id", id, "name", name, "err", err)
 		}
 	}()
