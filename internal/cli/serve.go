@@ -26,7 +26,7 @@ import (
 func newServeCmd(g *globals) *cobra.Command {
 	var tcp, backendName string
 	var recipes []string
-	var idle time.Duration
+	var idle, poolIdle time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve [-f dbfork.toml]... [--tcp 127.0.0.1:PORT]",
 		Short: "Keep warm pools of instances and lease them over a local HTTP/JSON API (STORE/dbfork.sock)",
@@ -39,17 +39,18 @@ once no call has come for that long and nothing is leased (what
 ` + "`dbfork daemon start`" + ` uses). See docs/api.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return serve(cmd.Context(), g, recipes, backendName, tcp, idle)
+			return serve(cmd.Context(), g, recipes, backendName, tcp, idle, poolIdle)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&recipes, "file", "f", nil, "recipe whose pool to warm at start (repeatable)")
 	cmd.Flags().StringVar(&backendName, "backend", "auto", "clone backend of the pools warmed with -f")
 	cmd.Flags().StringVar(&tcp, "tcp", "", "also listen on this loopback address (e.g. 127.0.0.1:7420), token required")
 	cmd.Flags().DurationVar(&idle, "idle", 0, "exit after this long with no API call and nothing leased (0: run until stopped)")
+	cmd.Flags().DurationVar(&poolIdle, "pool-idle", 10*time.Minute, "close a pool (and its warm instances) nobody leased from for this long (0: never)")
 	return cmd
 }
 
-func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp string, idle time.Duration) error {
+func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp string, idle, poolIdle time.Duration) error {
 	tcpAddr, err := serveArgs(recipes, tcp)
 	if err != nil {
 		return err
@@ -71,7 +72,10 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 	}
 	defer lock.Release()
 	_ = os.Remove(sock) // left by a daemon that was killed: we hold the lock now
-	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s), Remote: g.remote(s, registryFlags{})})
+	if poolIdle == 0 {
+		poolIdle = -1 // never
+	}
+	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s), Remote: g.remote(s, registryFlags{}), PoolIdle: poolIdle})
 	closeDaemon := func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()

@@ -11,17 +11,20 @@ import (
 func TestCapacity(t *testing.T) {
 	const mib = 1 << 20
 	cases := []struct {
-		max                           int
-		mem, disk, memAvail, diskFree uint64
-		want                          string
+		max                                            int
+		mem, disk, memAvail, diskFree, resMem, resDisk uint64
+		want                                           string
 	}{
-		{8, 48 * mib, 64 * mib, 4096 * mib, 100000 * mib, ""},
-		{256, 192 * mib, 64 * mib, 24000 * mib, 100000 * mib, "memory"},
-		{10, 48 * mib, 1024 * mib, 24000 * mib, 5000 * mib, "disk"},
-		{10, 48 * mib, 1024 * mib, 0, 0, ""}, // unknown: allowed
+		{8, 48 * mib, 64 * mib, 4096 * mib, 100000 * mib, 0, 0, ""},
+		{256, 192 * mib, 64 * mib, 24000 * mib, 100000 * mib, 0, 0, "memory"},
+		{10, 48 * mib, 1024 * mib, 24000 * mib, 5000 * mib, 0, 0, "disk"},
+		{10, 48 * mib, 1024 * mib, 0, 0, 0, 0, ""}, // unknown: allowed
+		// Fits alone, not beside what the other pools may still take.
+		{64, 192 * mib, 64 * mib, 24000 * mib, 100000 * mib, 12000 * mib, 0, "other pools"},
+		{10, 48 * mib, 1024 * mib, 24000 * mib, 20000 * mib, 0, 12000 * mib, "other pools"},
 	}
 	for _, c := range cases {
-		err := capacityError(c.max, c.mem, c.disk, c.memAvail, c.diskFree)
+		err := capacityError(c.max, c.mem, c.disk, c.memAvail, c.diskFree, c.resMem, c.resDisk)
 		if c.want == "" {
 			if err != nil {
 				t.Errorf("%+v refused: %v", c, err)

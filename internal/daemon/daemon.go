@@ -43,6 +43,9 @@ type Options struct {
 	Backoff time.Duration
 	// Watch is how often lease holders and TTLs are checked (default 100 ms).
 	Watch time.Duration
+	// PoolIdle closes a pool nobody leased from for this long (default
+	// 10 min; negative: never).
+	PoolIdle time.Duration
 }
 
 // Daemon implements api.Service.
@@ -78,8 +81,9 @@ type entry struct {
 	pool     *pool.Pool[*instance.Instance]
 	// live is pool for the pool's own callbacks, which may run before
 	// pool.New has returned.
-	live    atomic.Pointer[pool.Pool[*instance.Instance]]
-	retired bool
+	live     atomic.Pointer[pool.Pool[*instance.Instance]]
+	retired  bool
+	lastUsed time.Time // last acquire, or last time watch saw it busy
 
 	dbOnce   sync.Once // whether the store shares extents, probed once
 	dbShares bool
@@ -112,6 +116,9 @@ func New(o Options) *Daemon {
 	}
 	if o.Watch <= 0 {
 		o.Watch = 100 * time.Millisecond
+	}
+	if o.PoolIdle == 0 {
+		o.PoolIdle = 10 * time.Minute
 	}
 	d := &Daemon{o: o, started: time.Now().UTC(), engines: map[string]engine.Engine{},
 		hc: golden.OpenHashCache(filepath.Join(o.Store.CacheDir(), "hashes.json")), goldens: map[string]*golden.Golden{},

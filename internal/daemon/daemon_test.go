@@ -51,6 +51,12 @@ func newWorld(t testing.TB, poolToml string) *world {
 // (bindir = ...).
 func newWorldAt(t testing.TB, root, head, poolToml string) *world {
 	t.Helper()
+	return newWorldOpts(t, root, head, poolToml, nil)
+}
+
+// newWorldOpts is newWorldAt with daemon options changed by opts.
+func newWorldOpts(t testing.TB, root, head, poolToml string, opts func(*daemon.Options)) *world {
+	t.Helper()
 	s, err := store.Open(filepath.Join(root, "store"))
 	if err != nil {
 		t.Fatal(err)
@@ -63,10 +69,14 @@ owner = "shop"
 [[load]]
 sql = ["seed.sql"]
 `+poolToml, map[string]string{"seed.sql": "create table notes(id serial primary key, who text);\ninsert into notes(who) values ('golden');\n"})
-	w.d = daemon.New(daemon.Options{Store: s, Backoff: 50 * time.Millisecond, Watch: 20 * time.Millisecond, Log: testLogger(),
+	o := daemon.Options{Store: s, Backoff: 50 * time.Millisecond, Watch: 20 * time.Millisecond, Log: testLogger(),
 		OpenEngine: func(ctx context.Context, w engine.Want) (engine.Engine, error) {
 			return postgres.New(ctx, w.Bindir, w.Version)
-		}})
+		}}
+	if opts != nil {
+		opts(&o)
+	}
+	w.d = daemon.New(o)
 	w.sock = api.SocketPath(s.Root)
 	ln, err := net.Listen("unix", w.sock)
 	if err != nil {

@@ -238,6 +238,7 @@ func (d *Daemon) watch() {
 				dead = append(dead, id)
 			}
 		}
+		d.retireIdle(now)
 		for id, e := range d.pools {
 			if st := e.pool.Stats(); e.retired && st.Leased == 0 && st.Warming == 0 && st.Ready == 0 {
 				delete(d.pools, id)

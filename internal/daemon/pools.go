@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/engine"
@@ -30,13 +31,15 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 		if err := d.resize(e, cfg); err != nil {
 			return nil, err
 		}
+		e.lastUsed = time.Now()
 		return e, nil
 	}
 	d.retireOlder(r.Path, backendName)
-	if err := d.checkCapacity(eng.Name(), backendName, g.Manifest.TotalBytes, cfg.Max); err != nil {
+	if err := d.checkCapacity(nil, eng.Name(), backendName, g.Manifest.TotalBytes, cfg.Max); err != nil {
 		return nil, err
 	}
-	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings, prewarm: r.Pool.Prewarm, hot: r.Pool.Hot}
+	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings, prewarm: r.Pool.Prewarm, hot: r.Pool.Hot,
+		lastUsed: time.Now()}
 	p, err := pool.New(cfg, d.factory(e))
 	if err != nil {
 		return nil, errs.Invalid("%v", err)
@@ -57,7 +60,7 @@ func (d *Daemon) resize(e *entry, cfg pool.Config) error {
 		return nil
 	}
 	if cfg.Max > st.Max {
-		if err := d.checkCapacity(e.eng.Name(), e.backend, e.golden.Manifest.TotalBytes, cfg.Max); err != nil {
+		if err := d.checkCapacity(e, e.eng.Name(), e.backend, e.golden.Manifest.TotalBytes, cfg.Max); err != nil {
 			return err
 		}
 	}
@@ -70,10 +73,32 @@ func (d *Daemon) resize(e *entry, cfg pool.Config) error {
 func (d *Daemon) retireOlder(recipePath, backendName string) {
 	for _, old := range d.pools {
 		if old.recipe == recipePath && old.backend == backendName && !old.retired {
-			old.retired = true
-			st := old.pool.Stats()
-			_ = old.pool.Resize(pool.Config{Min: 0, Max: st.Max, Backoff: d.o.Backoff})
-			d.o.Log.Info("recipe changed; draining the old pool", "pool", old.id, "golden", short(old.golden.Key))
+			d.retire(old, "recipe changed; draining the old pool")
+		}
+	}
+}
+
+// retire drains e: it makes no new instances and closes once its leases
+// end (watch). d.mu is held.
+func (d *Daemon) retire(e *entry, why string) {
+	e.retired = true
+	st := e.pool.Stats()
+	_ = e.pool.Resize(pool.Config{Min: 0, Max: st.Max, Backoff: d.o.Backoff})
+	d.o.Log.Info(why, "pool", e.id, "golden", short(e.golden.Key))
+}
+
+// retireIdle retires the pools no one has used for PoolIdle: their warm
+// instances would otherwise hold memory and disk until the daemon exits.
+// d.mu is held.
+func (d *Daemon) retireIdle(now time.Time) {
+	for _, e := range d.pools {
+		if e.retired {
+			continue
+		}
+		if st := e.pool.Stats(); st.Leased > 0 || st.Waiting > 0 {
+			e.lastUsed = now
+		} else if d.o.PoolIdle > 0 && now.Sub(e.lastUsed) > d.o.PoolIdle {
+			d.retire(e, "pool unused for "+d.o.PoolIdle.String()+"; closing it")
 		}
 	}
 }
