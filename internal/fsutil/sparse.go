@@ -59,17 +59,25 @@ func PunchZeros(path string, block int) (int64, error) {
 
 // WriteSparse copies n bytes of r into f from offset off, leaving holes
 // where whole 4 KiB blocks (aligned in the file) are zero, and extends f
-// to off+n. f must not hold data in that range yet (a new file): the
-// holes read back as the zeros that were skipped.
+// to off+n. The range is punched first, so whatever f held there reads
+// back as what r gave; where the filesystem cannot punch, every block is
+// written.
 func WriteSparse(f *os.File, off int64, r io.Reader, n int64) (int64, error) {
 	const block = 4096
+	skipZeros := n == 0 || unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n) == nil
 	buf := make([]byte, 256<<10)
 	var done int64
 	for done < n {
 		want := min(int64(len(buf)), n-done)
 		m, err := io.ReadFull(r, buf[:want])
-		if err := writeNonZero(f, off+done, buf[:m], block); err != nil {
-			return done, err
+		var werr error
+		if skipZeros {
+			werr = writeNonZero(f, off+done, buf[:m], block)
+		} else {
+			_, werr = f.WriteAt(buf[:m], off+done)
+		}
+		if werr != nil {
+			return done, werr
 		}
 		done += int64(m)
 		if err != nil {

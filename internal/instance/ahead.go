@@ -40,16 +40,19 @@ func (in *Instance) afterReset(b backend.Backend, g *golden.Golden) func() {
 		if prev != nil {
 			<-prev // the previous reset's trash is gone
 		}
-		gone, goneScratch := aside, asideScratch
-		if os.Rename(aside, trash) == nil {
-			gone, goneScratch = trash, trashScratch
+		// If the old clone cannot be moved out of the way, the next
+		// reset removes it itself (swapIn), not this goroutine beside it.
+		moved := os.Rename(aside, trash) == nil
+		if moved {
 			_ = os.Rename(asideScratch, trashScratch) // namespaced clones keep their content there
 		}
 		if ahead {
 			a.ready = prepareNext(ctx, b, g, next, nextScratch)
 		}
 		close(a.prepared)
-		_ = removeClone(context.Background(), b, gone, goneScratch)
+		if moved {
+			_ = removeClone(context.Background(), b, trash, trashScratch)
+		}
 	}
 }
 

@@ -55,7 +55,10 @@ func (in *Instance) Detach() error {
 
 // Release drops the in-use lock without tearing anything down (for `up`,
 // whose instance lives on).
-func (in *Instance) Release() { in.lock.Release() }
+func (in *Instance) Release() {
+	in.stopAhead() // no background work on an instance we no longer hold
+	in.lock.Release()
+}
 
 // Create clones g with the chosen backend and starts a server on the clone
 // under the test profile. The record on disk is updated before every step

@@ -74,6 +74,7 @@ ok $gone, 'nothing of the user is left running or mounted' or diag "processes: @
 my $ls = JSON::PP->new->decode( scalar qx{cd $home && @as dbfork ls --json} );
 is scalar( @{ $ls->{instances} || [] } ), 0, 'no instance left' or diag explain $ls;
 
+system "cd $home && @as dbfork daemon stop >/dev/null 2>&1";    # in case it did not leave
 system "cd $home && @as dbfork gc --all >/dev/null 2>&1";
 File::Path::remove_tree($root);
 done_testing;

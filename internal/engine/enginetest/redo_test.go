@@ -41,10 +41,12 @@ func TestMariaDBSealedRedoLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = in.Destroy(context.Background(), s) }) // on failure too (idempotent)
 		db, err := sql.Open("mysql", in.State.Conn.Env["MYSQL_GO_DSN"])
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { db.Close() })
 		for i := 0; i < 200; i++ {
 			if _, err := db.ExecContext(ctx, "INSERT INTO items(name) VALUES (REPEAT('x', 2000))"); err != nil {
 				t.Fatal(err)

@@ -99,7 +99,7 @@ func innodbLayout(info ServerInfo, building bool) []string {
 	switch {
 	case info.Flavor == MariaDB:
 		redo := cloneRedoLog
-		if building {
+		if building || !sealed(info) {
 			redo = buildRedoLog
 		}
 		return []string{"--innodb-log-file-size=" + redo, "--innodb-undo-tablespaces=" + undoTablespaces}

@@ -19,14 +19,16 @@ import (
 // and OCI artifacts stay small, and a clone's writes do not wait for the
 // forced checkpoints a 16 MiB log needed every few seconds.
 //
-// spec is the build server's; the sealing server does not listen and
-// runs no setup. MySQL keeps its layout (nothing to do).
+// spec is the build server's; the sealing server does not listen, runs
+// no setup and logs to seal.log. MySQL, and MariaDB before 10.5 (two log
+// files), keep the build's layout.
 func (e *Engine) Seal(ctx context.Context, spec engine.StartSpec) error {
-	if e.Bin.Info.Flavor != MariaDB {
+	if !sealed(e.Bin.Info) {
 		return nil
 	}
 	spec.Listen, spec.Password, spec.Port = false, "", 0
 	spec.Settings = map[string]string{"innodb_log_file_size": cloneRedoLog, "innodb_fast_shutdown": "0"}
+	spec.LogFile = filepath.Join(filepath.Dir(spec.LogFile), "seal.log") // the build's server.log stays
 	srv, err := e.Start(ctx, spec)
 	if err != nil {
 		if srv != nil {
@@ -35,6 +37,7 @@ func (e *Engine) Seal(ctx context.Context, spec engine.StartSpec) error {
 		return fmt.Errorf("seal golden (redo log %s): %w", cloneRedoLog, err)
 	}
 	if err := e.Stop(ctx, srv, true); err != nil {
+		_ = e.Stop(context.WithoutCancel(ctx), srv, false) // never leave it running
 		return fmt.Errorf("seal golden: %w", err)
 	}
 	if err := e.CheckCleanShutdown(ctx, spec.DataDir, spec.LogFile); err != nil {
@@ -44,4 +47,10 @@ func (e *Engine) Seal(ctx context.Context, spec engine.StartSpec) error {
 		return fmt.Errorf("seal golden: %w", err)
 	}
 	return nil
+}
+
+// sealed says whether goldens of this server are sealed with cloneRedoLog
+// (MariaDB 10.5 and later: one ib_logfile0).
+func sealed(info ServerInfo) bool {
+	return info.Flavor == MariaDB && info.AtLeast(10, 5, 0)
 }

@@ -29,6 +29,9 @@ func (p *Postgres) Seal(ctx context.Context, spec engine.StartSpec) error {
 	if err != nil || !ck.ok {
 		return err
 	}
+	if slots, _ := os.ReadDir(filepath.Join(spec.DataDir, "pg_replslot")); len(slots) > 0 {
+		return nil // a slot's restart point may be in WAL the seal would drop
+	}
 	wal := filepath.Join(spec.DataDir, "pg_wal")
 	entries, err := os.ReadDir(wal)
 	if err != nil {
@@ -48,8 +51,11 @@ func (p *Postgres) Seal(ctx context.Context, spec engine.StartSpec) error {
 			keep, pageSize, segSize = e.Name(), ps, ss
 		}
 	}
-	if keep == "" {
-		return nil // no segment we understand holds the checkpoint
+	page := int64(ck.lsn%uint64(segSize)) / pageSize * pageSize
+	if keep == "" || page+2*pageSize > segSize {
+		// No segment we understand holds the checkpoint, or its record
+		// may run on into the next segment: leave the WAL as it is.
+		return nil
 	}
 	for _, e := range entries {
 		if segmentName.MatchString(e.Name()) && e.Name() != keep && e.Type().IsRegular() {
@@ -62,7 +68,6 @@ func (p *Postgres) Seal(ctx context.Context, spec engine.StartSpec) error {
 	for _, e := range status {
 		_ = os.Remove(filepath.Join(wal, "archive_status", e.Name()))
 	}
-	page := int64(ck.lsn%uint64(segSize)) / pageSize * pageSize
 	return zeroRanges(filepath.Join(wal, keep), [][2]int64{{pageSize, page}, {page + 2*pageSize, segSize}})
 }
 
