@@ -145,12 +145,16 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		return nil, fmt.Errorf("create build dir: %w", err)
 	}
 	var srv *engine.Server
+	var bu store.User
 	defer func() {
 		if err == nil {
 			return
 		}
 		if srv != nil && !srv.Exited() {
 			_ = engine.StopRecorded(context.Background(), srv, false)
+		}
+		if rerr := endBuildUser(context.Background(), bu, tmp); rerr != nil {
+			o.Log.Warn("could not end the build's processes; `dbfork gc` will", "err", rerr)
 		}
 		err = keepLog(ctx, s, tmp, key, err)
 		if rerr := discardBuild(tmp); rerr != nil {
@@ -173,9 +177,12 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		return nil, err
 	}
 	faults.At("build:init")
+	if bu, err = buildUser(s, tmp); err != nil {
+		return nil, fmt.Errorf("give the build a uid of its own: %w", err)
+	}
 
 	o.Progress.Step("start build server")
-	if err := startBuildServer(ctx, s, eng, r, tmp, &srv); err != nil {
+	if err := startBuildServer(ctx, bu, eng, r, tmp, &srv); err != nil {
 		return nil, err
 	}
 	if err := loadSteps(ctx, eng, srv, r, inputs, buildLog, o); err != nil {
@@ -190,6 +197,15 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	o.Progress.Step("fsync and checksum")
 	_ = os.Remove(sock)
 	_ = os.Remove(filepath.Join(data, "postmaster.opts"))
+	if err := endBuildUser(ctx, bu, tmp); err != nil {
+		return nil, err
+	}
+	shared := s.User.Dropped()
+	if shared {
+		if err := shareTree(data, nil, s.User); err != nil {
+			return nil, err
+		}
+	}
 	files, total, err := listFiles(data)
 	if err != nil {
 		return nil, fmt.Errorf("checksum golden: %w", err)
@@ -198,7 +214,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		Format: formatVersion, Key: key, Engine: eng.Name(), EngineVersion: version,
 		InitOptions: eng.InitOptions(r), Recipe: r.Path, Database: r.Database, Owner: r.Owner,
 		Inputs: inputs, Created: time.Now().UTC(), BuildSeconds: time.Since(start).Seconds(),
-		TotalBytes: total, Files: files,
+		TotalBytes: total, Files: files, GroupShared: shared,
 	}
 	for _, st := range r.Steps {
 		if st.Kind == recipe.StepRun {
@@ -216,7 +232,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 // prepareBuildDir lays out a new build dir: its key, an empty data dir and
 // a socket dir for the server user.
 func prepareBuildDir(s *store.Store, tmp, key string) (data, sock string, err error) {
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	if err := openBuildDir(s, tmp); err != nil {
 		return "", "", err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, keyFile), []byte(key+"\n"), 0o644); err != nil {
@@ -241,10 +257,10 @@ func prepareBuildDir(s *store.Store, tmp, key string) (data, sock string, err er
 // the recipe's database. *srv is set (and recorded in tmp) as soon as the
 // process exists, before it is ready: a crash while it starts must not
 // leave a server gc cannot find.
-func startBuildServer(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server) error {
+func startBuildServer(ctx context.Context, u store.User, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server) error {
 	started, err := eng.Start(ctx, engine.StartSpec{
 		DataDir: filepath.Join(tmp, "data"), SocketDir: filepath.Join(tmp, "sock"), LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
-		Listen: true, Profile: engine.ProfileSafe, User: s.User, Settings: buildSettings(eng),
+		Listen: true, Profile: engine.ProfileSafe, User: u, Settings: buildSettings(eng),
 		Database: r.Database, Owner: r.Owner,
 		// Commands (migration tools) reach the build server exactly as tests
 		// reach clones: over 127.0.0.1 with a password, which Finish drops.

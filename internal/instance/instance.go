@@ -54,6 +54,9 @@ func (in *Instance) Release() { in.lock.Release() }
 // that makes something gc must undo (a mount, a process).
 func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, o Options) (in *Instance, err error) {
 	t0 := time.Now()
+	if err := golden.Share(s, g); err != nil {
+		return nil, err
+	}
 	if err := golden.CheckClonable(g); err != nil {
 		return nil, err
 	}
@@ -99,8 +102,15 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err := st.save(); err != nil {
 		return nil, err
 	}
+	u, err := claimUser(s, st)
+	if err != nil {
+		return nil, err
+	}
 	if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
 		return nil, fmt.Errorf("clone golden %s with %s: %w", g.Key[:12], b.Name(), err)
+	}
+	if err := handOver(st.DataDir, u); err != nil {
+		return nil, err
 	}
 	st.CloneMs = ms(time.Since(t0))
 	faults.At("up:cloned")
@@ -108,7 +118,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err := os.Mkdir(sock, 0o700); err != nil {
 		return nil, err
 	}
-	if err := s.User.Chown(sock); err != nil {
+	if err := u.Chown(sock); err != nil {
 		return nil, err
 	}
 	pw := o.Password
@@ -118,7 +128,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	t1 := time.Now()
 	srv, err := eng.Start(ctx, engine.StartSpec{
 		DataDir: st.DataDir, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"), RunDir: dir,
-		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: s.User,
+		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: u,
 		Database: orDefault(o.Database, g.Manifest.Database), Owner: orDefault(o.Owner, g.Manifest.Owner),
 		Password: pw, Wrap: wrapFor(b, g, st),
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },

@@ -41,6 +41,9 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	if g.Key != st.Key {
 		return errs.Invalid("instance %s is a clone of golden %s, not %s", st.ID, short(st.Key), short(g.Key))
 	}
+	if err := golden.Share(s, g); err != nil {
+		return err
+	}
 	if err := golden.CheckClonable(g); err != nil {
 		return err
 	}
@@ -76,6 +79,9 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 		if err := b.Prepare(ctx, g.DataDir(), next, st.Scratch+nextSuffix); err != nil {
 			return fmt.Errorf("clone golden %s with %s: %w", short(g.Key), b.Name(), err)
 		}
+		if err := handOver(next, s.UserOf(st.UID)); err != nil {
+			return err
+		}
 		t = lap("clone", t)
 	}
 	if err := engine.StopRecorded(ctx, st.Server, false); err != nil {
@@ -83,6 +89,9 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	}
 	st.Server = nil // the pid file stays the fallback record
 	if err := st.save(); err != nil {
+		return err
+	}
+	if err := killUserProcesses(ctx, st); err != nil {
 		return err
 	}
 	t = lap("stop", t)
@@ -94,6 +103,9 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 		t = lap("remove", t)
 		if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
 			return fmt.Errorf("clone golden %s with %s: %w", short(g.Key), b.Name(), err)
+		}
+		if err := handOver(st.DataDir, s.UserOf(st.UID)); err != nil {
+			return err
 		}
 		t = lap("clone", t)
 	} else {
@@ -118,7 +130,7 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	faults.At("reset:cloned")
 	srv, err := eng.Start(ctx, engine.StartSpec{
 		DataDir: st.DataDir, SocketDir: old.SocketDir, LogFile: filepath.Join(st.Dir, "server.log"), RunDir: st.Dir,
-		Port: old.Port, Listen: old.Listen, Profile: engine.ProfileTest, Settings: st.Settings, User: s.User,
+		Port: old.Port, Listen: old.Listen, Profile: engine.ProfileTest, Settings: st.Settings, User: s.UserOf(st.UID),
 		Database: old.Database, Owner: old.User, Password: old.Password, Wrap: wrapFor(b, g, st),
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
 	})
