@@ -57,7 +57,7 @@ func teardown(ctx context.Context, st *State) error {
 	if err := fsutil.RemoveAll(st.Dir); err != nil {
 		return err
 	}
-	return releaseUser(ctx, st)
+	return releaseUser(st)
 }
 
 func stopServer(ctx context.Context, st *State) error {

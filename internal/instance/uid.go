@@ -57,7 +57,8 @@ func killUserProcesses(ctx context.Context, st *State) error {
 	return nil
 }
 
-// releaseUser gives the instance's uid back, once its dir is gone.
-func releaseUser(ctx context.Context, st *State) error {
-	return store.ReleaseUser(ctx, st.UID, st.Dir)
+// releaseUser gives the instance's uid back, once its dir is gone (its
+// processes were killed before: killUserProcesses).
+func releaseUser(st *State) error {
+	return store.DropClaim(st.UID, st.Dir)
 }

@@ -105,7 +105,31 @@ func inUse(uid int) bool {
 	if _, err := user.LookupGroupId(strconv.Itoa(uid)); err == nil {
 		return true
 	}
+	if inSubIDRange("/etc/subuid", uid) || inSubIDRange("/etc/subgid", uid) {
+		return true // some user's containers map to it
+	}
 	return len(proc.OfUID(uid)) > 0
+}
+
+// inSubIDRange reports whether id lies in a range of an /etc/subuid-style
+// file (name:first:count lines).
+func inSubIDRange(file string, id int) bool {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Split(strings.TrimSpace(line), ":")
+		if len(f) != 3 {
+			continue
+		}
+		first, err1 := strconv.Atoi(f[1])
+		n, err2 := strconv.Atoi(f[2])
+		if err1 == nil && err2 == nil && id >= first && id < first+n {
+			return true
+		}
+	}
+	return false
 }
 
 func claimPath(uid int) string { return filepath.Join(ClaimsDir, strconv.Itoa(uid)) }
@@ -137,6 +161,16 @@ func ReleaseUser(ctx context.Context, uid int, owner string) error {
 	}
 	if err := proc.KillUID(ctx, uid); err != nil {
 		return err
+	}
+	return DropClaim(uid, owner)
+}
+
+// DropClaim ends owner's claim on uid once the caller has killed its
+// processes itself (KillUserProcesses): a uid's processes can only be
+// started by the uid itself, so none came back.
+func DropClaim(uid int, owner string) error {
+	if !IsDynamicUID(uid) || claimOwner(uid) != owner {
+		return nil
 	}
 	if err := os.Remove(claimPath(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("release uid %d: %w", uid, err)
