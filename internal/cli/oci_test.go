@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/oci/ocitest"
@@ -205,6 +206,11 @@ func TestMariaDBPushPull(t *testing.T) {
 	b.mustRun("pull", repo+":"+key)
 	if out := b.buildJSON(); out.Key != key || out.Built {
 		t.Fatalf("build after pull: %+v, want key %s not built", out, key)
+	}
+	// The sealed redo log (256 MiB, nearly all zeros) comes back sparse.
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(b.store, "goldens", key, "data", "ib_logfile0"), &st); err != nil || st.Size != 256<<20 || st.Blocks*512 > 1<<20 {
+		t.Fatalf("pulled redo log: %d bytes long, owning %d (%v); want 256 MiB owning < 1 MiB", st.Size, st.Blocks*512, err)
 	}
 	r := b.mustRun("run", "--", "sh", "-c", `mariadb -N -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "SELECT COUNT(*) FROM items"`)
 	if n := strings.TrimSpace(r.stdout); n != "3001" {

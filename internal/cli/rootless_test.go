@@ -20,48 +20,8 @@ import (
 // gc work; kill -9 of the server or of dbfork leaves no mount in any
 // namespace and no process once gc ran.
 func TestRootlessUser(t *testing.T) {
-	testenv.RequireRoot(t)
-	home := testenv.UserDir(t)
-	pub := filepath.Join(filepath.Dir(home), "dbfork")
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(pub, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	proj := filepath.Join(home, "proj")
-	testenv.ShopRecipe(t, proj, 3000)
-	chownTree(t, proj)
-	as := func(args ...string) *exec.Cmd {
-		c := exec.Command(pub, args...)
-		c.Dir = proj
-		c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "LANG=C"}
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testenv.UserUID, Gid: testenv.UserGID}}
-		return c
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		var so, se bytes.Buffer
-		c := as(args...)
-		c.Stdout, c.Stderr = &so, &se
-		if err := c.Run(); err != nil {
-			t.Fatalf("dbfork %s as uid %d: %v\n%s%s", strings.Join(args, " "), testenv.UserUID, err, so.String(), se.String())
-		}
-		return so.String()
-	}
-	t.Cleanup(func() { _ = as("gc", "--all").Run() })
-	storeDir := filepath.Join(home, ".local", "share", "dbfork")
-	clean := func(when string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for len(testenv.ServersUnder(storeDir)) > 0 || len(testenv.MountsInAnyNamespace(storeDir)) > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: processes %v, mounts %v", when, testenv.ServersUnder(storeDir), testenv.MountsInAnyNamespace(storeDir))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	u := newUserWorld(t)
+	storeDir, as, must, clean := u.store, u.cmd, u.must, u.waitClean
 
 	doc := must("doctor")
 	for _, want := range []string{"ok    userns-overlay", "auto picks userns-overlay", "first-write trap"} {
@@ -131,6 +91,64 @@ func TestRootlessUser(t *testing.T) {
 	clean("after kill -9 of dbfork run and gc")
 	if ids, _ := os.ReadDir(filepath.Join(storeDir, "instances")); len(ids) != 0 {
 		t.Errorf("instances left: %d", len(ids))
+	}
+}
+
+// userWorld is an ordinary user's world: their own copy of dbfork, a
+// project in their home and the default store there.
+type userWorld struct {
+	t                      *testing.T
+	home, proj, store, pub string
+}
+
+func newUserWorld(t *testing.T) *userWorld {
+	testenv.RequireRoot(t)
+	home := testenv.UserDir(t)
+	u := &userWorld{t: t, home: home, proj: filepath.Join(home, "proj"), store: filepath.Join(home, ".local", "share", "dbfork"),
+		pub: filepath.Join(filepath.Dir(home), "dbfork")}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(u.pub, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testenv.ShopRecipe(t, u.proj, 3000)
+	chownTree(t, u.proj)
+	t.Cleanup(func() { _ = u.cmd("gc", "--all").Run() })
+	return u
+}
+
+// cmd runs dbfork as the user, in their project, with a minimal env.
+func (u *userWorld) cmd(args ...string) *exec.Cmd {
+	c := exec.Command(u.pub, args...)
+	c.Dir = u.proj
+	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + u.home, "LANG=C"}
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testenv.UserUID, Gid: testenv.UserGID}}
+	return c
+}
+
+func (u *userWorld) must(args ...string) string {
+	u.t.Helper()
+	var so, se bytes.Buffer
+	c := u.cmd(args...)
+	c.Stdout, c.Stderr = &so, &se
+	if err := c.Run(); err != nil {
+		u.t.Fatalf("dbfork %s as uid %d: %v\n%s%s", strings.Join(args, " "), testenv.UserUID, err, so.String(), se.String())
+	}
+	return so.String()
+}
+
+// waitClean waits until no server runs on the user's store and nothing is
+// mounted under it in any namespace.
+func (u *userWorld) waitClean(when string) {
+	u.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(testenv.ServersUnder(u.store)) > 0 || len(testenv.MountsInAnyNamespace(u.store)) > 0 {
+		if time.Now().After(deadline) {
+			u.t.Fatalf("%s: processes %v, mounts %v", when, testenv.ServersUnder(u.store), testenv.MountsInAnyNamespace(u.store))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

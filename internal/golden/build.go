@@ -188,7 +188,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err := loadSteps(ctx, eng, srv, r, inputs, buildLog, o); err != nil {
 		return nil, err
 	}
-	if err := stopBuildServer(ctx, eng, srv, r, tmp, o); err != nil {
+	if err := stopBuildServer(ctx, bu, eng, srv, r, tmp, o); err != nil {
 		return nil, err
 	}
 	srv = nil
@@ -258,22 +258,11 @@ func prepareBuildDir(s *store.Store, tmp, key string) (data, sock string, err er
 // process exists, before it is ready: a crash while it starts must not
 // leave a server gc cannot find.
 func startBuildServer(ctx context.Context, u store.User, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server) error {
-	started, err := eng.Start(ctx, engine.StartSpec{
-		DataDir: filepath.Join(tmp, "data"), SocketDir: filepath.Join(tmp, "sock"), LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
-		Listen: true, Profile: engine.ProfileSafe, User: u, Settings: buildSettings(eng),
-		Database: r.Database, Owner: r.Owner,
-		// Commands (migration tools) reach the build server exactly as tests
-		// reach clones: over 127.0.0.1 with a password, which Finish drops.
-		Password: randomPassword(),
-		OnLaunch: func(launched *engine.Server) error {
-			*srv = launched
-			if err := writeJSON(filepath.Join(tmp, serverFile), launched); err != nil {
-				return err
-			}
-			faults.At("build:launched")
-			return nil
-		},
-	})
+	spec := buildSpec(u, eng, r, tmp, srv)
+	// Commands (migration tools) reach the build server exactly as tests
+	// reach clones: over 127.0.0.1 with a password, which Finish drops.
+	spec.Listen, spec.Password = true, randomPassword()
+	started, err := eng.Start(ctx, spec)
 	if err == nil {
 		*srv = started
 		err = writeJSON(filepath.Join(tmp, serverFile), started)
@@ -283,6 +272,32 @@ func startBuildServer(ctx context.Context, u store.User, eng engine.Engine, r *r
 	}
 	faults.At("build:started")
 	return eng.Setup(ctx, started, r)
+}
+
+// buildSpec is how a server starts on the build dir tmp: the safe
+// profile, as the build's own uid u; once launched it is recorded in
+// tmp (so gc finds it if dbfork dies) and in *srv.
+func buildSpec(u store.User, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server) engine.StartSpec {
+	return engine.StartSpec{
+		DataDir: filepath.Join(tmp, "data"), SocketDir: filepath.Join(tmp, "sock"), LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
+		Profile: engine.ProfileSafe, User: u, Settings: buildSettings(eng),
+		Database: r.Database, Owner: r.Owner,
+		OnLaunch: func(launched *engine.Server) error {
+			*srv = launched
+			if err := writeJSON(filepath.Join(tmp, serverFile), launched); err != nil {
+				return err
+			}
+			faults.At("build:launched")
+			return nil
+		},
+	}
+}
+
+// Sealer is an engine that reworks a cleanly stopped golden with one more
+// server run before it is checksummed (MariaDB: the clones' redo log,
+// stored sparse). The server it starts goes through spec.OnLaunch.
+type Sealer interface {
+	Seal(ctx context.Context, spec engine.StartSpec) error
 }
 
 // loadSteps runs the recipe's load steps, then checks the inputs still
@@ -302,7 +317,7 @@ func loadSteps(ctx context.Context, eng engine.Engine, srv *engine.Server, r *re
 
 // stopBuildServer finishes the golden in the server (freeze, analyze,
 // checkpoint), stops it cleanly and checks it shut down clean.
-func stopBuildServer(ctx context.Context, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
+func stopBuildServer(ctx context.Context, u store.User, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
 	o.Progress.Step("freeze, analyze and checkpoint")
 	if err := eng.Finish(ctx, srv, r); err != nil {
 		return err
@@ -313,6 +328,18 @@ func stopBuildServer(ctx context.Context, eng engine.Engine, srv *engine.Server,
 	}
 	if cc, ok := eng.(CleanChecker); ok {
 		if err := cc.CheckCleanShutdown(ctx, filepath.Join(tmp, "data"), filepath.Join(tmp, "server.log")); err != nil {
+			return err
+		}
+	}
+	// Nothing the recipe's SQL started may run on while root reworks the
+	// files (Seal) or hands them over.
+	if err := store.KillUserProcesses(ctx, u.UID, tmp); err != nil {
+		return err
+	}
+	if sl, ok := eng.(Sealer); ok {
+		o.Progress.Step("seal")
+		var sealing *engine.Server
+		if err := sl.Seal(ctx, buildSpec(u, eng, r, tmp, &sealing)); err != nil {
 			return err
 		}
 	}

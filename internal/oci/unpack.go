@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/faults"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/store"
@@ -314,15 +315,16 @@ func extractTar(ctx context.Context, tr *tar.Reader, data string, want map[strin
 }
 
 // writeAt writes n bytes of r into path from off, creating the file (never
-// through a symlink); syncFS makes it durable later.
+// through a symlink) and leaving holes for zero blocks, so a golden's
+// sparse files (a sealed MariaDB redo log) come back sparse; syncFS makes
+// it durable later.
 func writeAt(path string, off, n int64, r io.Reader) error {
 	fd, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|noFollow, 0o600)
 	if err != nil {
 		return fmt.Errorf("write golden file: %w", err)
 	}
 	defer fd.Close()
-	w := io.NewOffsetWriter(fd, off)
-	if m, err := io.CopyN(w, r, n); err != nil {
+	if m, err := fsutil.WriteSparse(fd, off, r, n); err != nil {
 		return fmt.Errorf("write %s (%d of %d bytes): %w", path, m, n, err)
 	}
 	return fd.Close()

@@ -31,7 +31,7 @@ INNER = textwrap.dedent('''\
             rows = [r[0] for r in c.execute("select who from notes order by id")]
         # Never anyone else's rows: only the golden's and this test's.
         assert rows == ["golden", me]
-        record("fresh", id=dbfork_db.id)
+        record("fresh", id=dbfork_db.id, backend=dbfork_db.backend)
 
     @pytest.mark.parametrize("n", range(4))
     def test_session_db(dbfork_session, n):

@@ -38,7 +38,7 @@ func TestFlavorDifferences(t *testing.T) {
 	if a := strings.Join(initArgs(my84, "/d"), " "); !strings.Contains(a, "--initialize-insecure") || !strings.Contains(a, "--innodb-redo-log-capacity=16M") {
 		t.Errorf("mysql 8.4 init args: %s", a)
 	}
-	if a := strings.Join(innodbLayout(my80old), " "); !strings.Contains(a, "--innodb-log-file-size=8M") {
+	if a := strings.Join(innodbLayout(my80old, false), " "); !strings.Contains(a, "--innodb-log-file-size=8M") {
 		t.Errorf("mysql 8.0.20 layout: %s", a)
 	}
 	if sql := afterStartSQL(my84, true); len(sql) != 1 || !strings.Contains(sql[0], "DISABLE INNODB REDO_LOG") {

@@ -45,7 +45,7 @@ func (e *Engine) Version(ctx context.Context) (string, error) { return e.Bin.Inf
 func (e *Engine) InitOptions(r *recipe.Recipe) map[string]string {
 	return map[string]string{
 		"database": r.Database, "owner": r.Owner,
-		"layout": strings.Join(innodbLayout(e.Bin.Info), " "),
+		"layout": strings.Join(innodbLayout(e.Bin.Info, false), " "),
 	}
 }
 

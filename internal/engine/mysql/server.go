@@ -64,7 +64,7 @@ func (e *Engine) argv(spec engine.StartSpec, port int) []string {
 	} else {
 		argv = append(argv, "--skip-networking")
 	}
-	argv = append(argv, innodbLayout(e.Bin.Info)...)
+	argv = append(argv, innodbLayout(e.Bin.Info, spec.Profile == engine.ProfileSafe)...) // safe: golden builds
 	argv = append(argv, profileArgs(e.Bin.Info, test)...)
 	keys := make([]string, 0, len(spec.Settings))
 	for k := range spec.Settings {

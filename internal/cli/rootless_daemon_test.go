@@ -1,0 +1,79 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/dbfork/dbfork/internal/testenv"
+)
+
+// The daemon a test run starts works for a user without root: a pooled
+// userns-overlay instance has its [pool] hot table copied up through the
+// server's own namespace before it is leased, a reset brings the golden's
+// rows back on the same DSN (a new namespace), and `daemon stop` leaves
+// no mount and no process.
+func TestRootlessDaemon(t *testing.T) {
+	u := newUserWorld(t)
+	rf := filepath.Join(u.proj, "dbfork.toml")
+	f, err := os.OpenFile(rf, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(f, "\n[pool]\nprewarm = true\nhot = [\"items\"]\n")
+	f.Close()
+	var d struct{ Socket string }
+	if err := json.Unmarshal([]byte(u.must("daemon", "start", "--json")), &d); err != nil || d.Socket == "" {
+		t.Fatalf("daemon start as a user: %v", err)
+	}
+	defer func() { _ = u.cmd("daemon", "stop").Run() }()
+	holder := exec.Command("sleep", "300")
+	holder.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testenv.UserUID, Gid: testenv.UserGID}}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Process.Kill(); _ = holder.Wait() }()
+	api := func(path, body string) map[string]any {
+		t.Helper()
+		c := exec.Command("curl", "-sS", "--unix-socket", d.Socket, "-d", body, "http://dbfork"+path)
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testenv.UserUID, Gid: testenv.UserGID}}
+		out, err := c.Output()
+		var m map[string]any
+		if err != nil || json.Unmarshal(out, &m) != nil || m["error"] != nil {
+			t.Fatalf("POST %s as the user: %v %s", path, err, out)
+		}
+		return m
+	}
+	lease := api("/v1/leases", fmt.Sprintf(`{"recipe": %q, "pid": %d}`, rf, holder.Process.Pid))
+	id, dsn := lease["id"].(string), lease["dsn"].(string)
+	if lease["backend"] != "userns-overlay" {
+		t.Fatalf("lease from a user's daemon: backend %v", lease["backend"])
+	}
+	if out := u.must("inspect", "--top", "0", id); !strings.Contains(out, " items") {
+		t.Fatalf("the hot table was not copied up before the lease:\n%s", out)
+	}
+	psql := func(sql string) string {
+		t.Helper()
+		out, err := exec.Command("psql", dsn, "-XAtc", sql).CombinedOutput()
+		if err != nil {
+			t.Fatalf("psql %q: %v %s", sql, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := psql("insert into items(name) values ('x'); select count(*) from items"); !strings.HasSuffix(got, "3002") {
+		t.Fatalf("write: %q", got)
+	}
+	if r := api("/v1/leases/"+id+"/reset", "{}"); r["dsn"] != dsn {
+		t.Fatalf("reset changed the DSN: %v, was %s", r["dsn"], dsn)
+	}
+	if got := psql("select count(*) from items"); got != "3001" {
+		t.Fatalf("after reset: %s rows, want the golden's 3001", got)
+	}
+	u.must("daemon", "stop")
+	u.waitClean("after daemon stop")
+}
