@@ -178,6 +178,26 @@ func DropClaim(uid int, owner string) error {
 	return nil
 }
 
+// ReleaseOwned releases every claim naming owner (a crashed build's dir,
+// whose uid nobody recorded elsewhere), killing its processes first.
+func ReleaseOwned(ctx context.Context, owner string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	ents, err := os.ReadDir(ClaimsDir)
+	if err != nil {
+		return nil // no claims at all
+	}
+	for _, e := range ents {
+		if uid, aerr := strconv.Atoi(e.Name()); aerr == nil && IsDynamicUID(uid) && claimOwner(uid) == owner {
+			if err := ReleaseUser(ctx, uid, owner); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // SweepUsers releases the claims whose owner is gone (an instance or
 // build dbfork could not tear down itself), killing what still runs as
 // them: what a test started does not outlive `gc`.

@@ -76,6 +76,22 @@ func TestClaimUser(t *testing.T) {
 	if !contains(freed, ub.UID) || pb.Alive() {
 		t.Fatalf("stale claim %d not swept (freed %v) or its process alive", ub.UID, freed)
 	}
+	// A crashed build's dir is reaped by its path: the claim naming it goes.
+	c := filepath.Join(root, "c")
+	if err := os.Mkdir(c, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	uc, err := s.ClaimUser(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := spawn(t, uc)
+	if err := store.ReleaseOwned(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(store.ClaimsDir, strconv.Itoa(uc.UID))); pc.Alive() || !os.IsNotExist(err) {
+		t.Fatalf("ReleaseOwned left the claim (%v) or its process", err)
+	}
 }
 
 // spawn starts, as u, a shell whose child leaves its session: it must
