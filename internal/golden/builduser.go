@@ -16,27 +16,22 @@ import (
 // server starts, and given back to the server user, shared with its
 // group, once that uid has no process left (shareTree).
 
-// openBuildDir makes tmp (a new build dir) enterable by root and by the
-// server user's group only: init runs as that user.
+// openBuildDir makes tmp (a new build dir) one nobody else can list
+// (0711, as root): what is inside is each root's (logs, server record),
+// the build uid's own (data, socket dir, server log) or meant for the
+// callers' clients (client options, no secret).
 func openBuildDir(s *store.Store, tmp string) error {
 	if !s.User.Dropped() {
 		return os.Chmod(tmp, 0o755)
 	}
-	if err := os.Chown(tmp, 0, s.User.GID); err != nil {
-		return err
-	}
-	return os.Chmod(tmp, 0o710)
+	return os.Chmod(tmp, 0o711)
 }
 
 // buildUser claims a uid for the build in tmp and hands it what init made
-// (the data dir, the socket dir, a private tmp dir). The build dir can
-// then be entered by root and that uid's group only.
+// (the data dir, the socket dir, a private tmp dir).
 func buildUser(s *store.Store, tmp string) (store.User, error) {
 	u, err := s.ClaimUser(tmp)
 	if err != nil || !s.User.Dropped() {
-		return u, err
-	}
-	if err := os.Chown(tmp, 0, u.GID); err != nil {
 		return u, err
 	}
 	// Only init (a trusted binary, as the server user) wrote here.

@@ -15,9 +15,10 @@ import (
 // the instance ends (teardown) or is reset. The claim's owner is the
 // instance dir; the uid is recorded in state.json.
 
-// claimUser gives st a uid of its own and closes its dir to everyone but
-// root and that uid's group: the dir holds the socket dir, the log and
-// the clone, each the uid's alone or root's.
+// claimUser gives st a uid of its own and makes its dir one nobody else
+// can list (0711): what is inside is each the uid's alone (socket dir,
+// clone root, log) or root's (state, scratch), except the client option
+// file (no secret in it) that callers' clients read.
 func claimUser(s *store.Store, st *State) (store.User, error) {
 	u, err := s.ClaimUser(st.Dir)
 	if err != nil || !store.IsDynamicUID(u.UID) {
@@ -27,10 +28,7 @@ func claimUser(s *store.Store, st *State) (store.User, error) {
 	if err := st.save(); err != nil {
 		return u, err
 	}
-	if err := os.Chown(st.Dir, 0, u.GID); err != nil {
-		return u, fmt.Errorf("give instance dir to its uid's group: %w", err)
-	}
-	return u, os.Chmod(st.Dir, 0o710)
+	return u, os.Chmod(st.Dir, 0o711)
 }
 
 // handOver gives a new clone's root to the instance's uid, mode 0700 (as
