@@ -68,6 +68,14 @@ func checkApart(t *testing.T, s *store.Store, pg *postgres.Postgres, g *golden.G
 	if bg.Alive() {
 		t.Fatalf("a process started by A's SQL (pid %d) outlived A", bg.PID)
 	}
+	// ...with a reset of B back to the golden...
+	bg = background(t, b.State.Conn.URL, root)
+	if err := b.Reset(ctx, s, pg, g, nil); err != nil {
+		t.Fatal(err)
+	}
+	if bg.Alive() {
+		t.Fatalf("a process started by B's SQL (pid %d) outlived a reset", bg.PID)
+	}
 	// ...and with gc when the process holding B died without tearing it
 	// down.
 	bg = background(t, b.State.Conn.URL, root)
