@@ -19,7 +19,8 @@ settings() {
   case "$1" in
     old) # the test profile before issue 16: 16 MiB redo log, 64 MiB buffer pool
       printf 'innodb_log_file_size = "16M"\ninnodb_buffer_pool_size = "64M"\ninnodb_io_capacity = "200"\ninnodb_flush_method = "O_DIRECT"\n' ;;
-    new) ;; # the test profile dbfork passes today
+    new) ;; # the test profile dbfork passes today (sealed 256 MiB redo log)
+    log16) echo 'innodb_log_file_size = "16M"' ;;   # today's profile with the 16 MiB redo log of before the seal
     redo) echo 'innodb_log_file_size = "512M"' ;;
     log64) echo 'innodb_log_file_size = "64M"' ;;   # today's profile with a 64 MiB redo log (preallocated per clone)
     bp) echo 'innodb_buffer_pool_size = "512M"' ;;

@@ -46,6 +46,9 @@ type Instance struct {
 	ID  string            // dbfork instance id (`dbfork ls`, `dbfork down`)
 	DSN string            // over 127.0.0.1 (postgres:// or mysql://)
 	Env map[string]string // DATABASE_URL, PG*/MYSQL_*, DBFORK_INSTANCE
+	// Backend is how the clone was made (overlay, reflink, btrfs,
+	// userns-overlay, copy).
+	Backend string
 	// Mode is how Fresh made the data fresh: ModeDatabase, ModeReset or
 	// ModeInstance (New and Open: always ModeInstance).
 	Mode     string
@@ -150,7 +153,7 @@ func fromDaemon(ctx context.Context, t testing.TB, c *api.Client, recipePath str
 			t.Errorf("dbforktest: release %s: %v", l.ID, err)
 		}
 	})
-	return &Instance{ID: l.ID, DSN: l.DSN, Env: l.Env, Mode: ModeInstance}
+	return &Instance{ID: l.ID, DSN: l.DSN, Env: l.Env, Backend: l.Backend, Mode: ModeInstance}
 }
 
 func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string) *Instance {
@@ -162,7 +165,7 @@ func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string)
 	// The store's engine cache backs installed servers, as for the CLI.
 	mvn, _ := exec.LookPath("mvn")
 	pip, _ := exec.LookPath("pip3")
-	eng, err := engines.NewOpener(fetch.Options{Dir: s.EnginesDir(), Maven: fetch.Maven{Mvn: mvn}, Pip: pip}).Open(ctx, r)
+	eng, err := engines.NewOpener(fetch.Options{Dir: s.EnginesDir(), Maven: fetch.Maven{Mvn: mvn}, Pip: pip}).Open(ctx, golden.EngineWant(r))
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
@@ -189,5 +192,5 @@ func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string)
 			t.Errorf("dbforktest: remove instance %s: %v", st.ID, err)
 		}
 	})
-	return &Instance{ID: st.ID, DSN: st.Conn.URL, Env: st.ClientEnv(), Mode: ModeInstance}
+	return &Instance{ID: st.ID, DSN: st.Conn.URL, Env: st.ClientEnv(), Backend: st.Backend, Mode: ModeInstance}
 }

@@ -71,7 +71,7 @@ func Fresh(t testing.TB, recipePath string) *Instance {
 			defer cancel()
 			_ = c.DropDatabase(ctx, sl.lease.ID, db.Name) // a lease that ended took it along
 		})
-		return &Instance{ID: sl.lease.ID, DSN: db.DSN, Env: db.Env, Mode: ModeDatabase, Database: db.Name}
+		return &Instance{ID: sl.lease.ID, DSN: db.DSN, Env: db.Env, Backend: sl.lease.Backend, Mode: ModeDatabase, Database: db.Name}
 	}
 	if sl.used {
 		l, err := c.Reset(ctx, sl.lease.ID)
@@ -81,7 +81,7 @@ func Fresh(t testing.TB, recipePath string) *Instance {
 		sl.lease = l
 	}
 	sl.used = true
-	return &Instance{ID: sl.lease.ID, DSN: sl.lease.DSN, Env: sl.lease.Env, Mode: ModeReset}
+	return &Instance{ID: sl.lease.ID, DSN: sl.lease.DSN, Env: sl.lease.Env, Backend: sl.lease.Backend, Mode: ModeReset}
 }
 
 // sharedClient finds the daemon once per process (nil: there is none to

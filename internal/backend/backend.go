@@ -66,6 +66,17 @@ func Owned(name, clone, scratch string) (dir string, apart bool) {
 	return clone, false
 }
 
+// CopiesUp reports whether clones of backend name copy a file on its
+// first read-write open (OverlayFS), cheaply or not.
+func CopiesUp(name string) bool {
+	b, err := Get(name)
+	if err != nil {
+		return false
+	}
+	_, ok := b.(CopyUpper)
+	return ok
+}
+
 // CheapCopyUp reports whether clones of backend name copy files on their
 // first read-write open, cheaply (false when they do not copy at all).
 func CheapCopyUp(name, scratch string) bool {
@@ -75,6 +86,24 @@ func CheapCopyUp(name, scratch string) bool {
 		}
 	}
 	return false
+}
+
+// FullCopier is implemented by backends whose clones copy the golden's
+// data in full (their cost grows with the golden; nothing is shared).
+type FullCopier interface {
+	CopiesAll()
+}
+
+// SharesData reports whether clones of backend name share the golden's
+// data (every backend but a full copy): making one ahead of need costs
+// little disk.
+func SharesData(name string) bool {
+	b, err := Get(name)
+	if err != nil {
+		return false
+	}
+	_, full := b.(FullCopier)
+	return !full
 }
 
 // GoldenChecker is implemented by backends that can clone only some

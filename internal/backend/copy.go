@@ -12,6 +12,9 @@ type Copy struct{}
 
 func (Copy) Name() string { return "copy" }
 
+// CopiesAll marks Copy as a FullCopier.
+func (Copy) CopiesAll() {}
+
 func (Copy) Probe(ctx context.Context, dir string) error {
 	p, done, err := probeDir(dir, "copy")
 	if err != nil {

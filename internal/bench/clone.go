@@ -2,14 +2,14 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
@@ -90,6 +90,10 @@ type CloneOptions struct {
 // Clone builds the dataset's golden and measures every method, Runs
 // times, rotating the order each run so machine drift hits all alike.
 func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, o CloneOptions) (*CloneResult, error) {
+	kit, err := kitOf(ds.Engine)
+	if err != nil {
+		return nil, err
+	}
 	r, err := recipe.Load(ds.Recipe)
 	if err != nil {
 		return nil, err
@@ -114,14 +118,11 @@ func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, 
 	}
 	methods := o.Methods
 	if len(methods) == 0 {
-		for _, n := range backend.Names {
-			if _, _, err := backend.Select(ctx, n, s.InstancesDir(), g.DataDir()); err == nil {
-				methods = append(methods, n)
-			}
-		}
-		if ds.Engine == "postgres" {
-			methods = append(methods, "template:wal_log", "template:file_copy")
-		}
+		methods = defaultMethods(ctx, s, g, kit)
+	}
+	byName, err := methodResults(methods, kit, ds.Engine)
+	if err != nil {
+		return nil, err
 	}
 	var host *instance.Instance // the server CREATE DATABASE … TEMPLATE runs on
 	defer func() {
@@ -129,24 +130,6 @@ func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, 
 			_ = host.Destroy(context.Background(), s)
 		}
 	}()
-	byName := map[string]*MethodResult{}
-	for _, m := range methods {
-		mr := &MethodResult{Method: m}
-		switch {
-		case m == "copy":
-			mr.Baseline, mr.Note = true, "plain copy of the data dir, then a server on it"
-		case strings.HasPrefix(m, "template:"):
-			mr.Baseline, mr.Note = true, "CREATE DATABASE … TEMPLATE on a running server (STRATEGY "+strings.ToUpper(strings.TrimPrefix(m, "template:"))+")"
-			if ds.Engine != "postgres" {
-				return nil, fmt.Errorf("method %s is PostgreSQL only", m)
-			}
-		default:
-			if _, err := backend.Get(m); err != nil {
-				return nil, err
-			}
-		}
-		byName[m] = mr
-	}
 	for run := 0; run < o.Runs; run++ {
 		for i := range methods {
 			m := methods[(i+run)%len(methods)]
@@ -177,6 +160,44 @@ func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, 
 	return out, nil
 }
 
+// defaultMethods are every backend that works for the store, the plain
+// copy among them, and the engine's TEMPLATE strategies.
+func defaultMethods(ctx context.Context, s *store.Store, g *golden.Golden, kit engine.BenchKit) []string {
+	var methods []string
+	for _, n := range backend.Names {
+		if _, _, err := backend.Select(ctx, n, s.InstancesDir(), g.DataDir()); err == nil {
+			methods = append(methods, n)
+		}
+	}
+	for _, st := range kit.TemplateStrategies {
+		methods = append(methods, "template:"+st)
+	}
+	return methods
+}
+
+// methodResults checks each method and starts its result.
+func methodResults(methods []string, kit engine.BenchKit, engineName string) (map[string]*MethodResult, error) {
+	byName := map[string]*MethodResult{}
+	for _, m := range methods {
+		mr := &MethodResult{Method: m}
+		switch {
+		case m == "copy":
+			mr.Baseline, mr.Note = true, "plain copy of the data dir, then a server on it"
+		case strings.HasPrefix(m, "template:"):
+			mr.Baseline, mr.Note = true, "CREATE DATABASE … TEMPLATE on a running server (STRATEGY "+strings.ToUpper(strings.TrimPrefix(m, "template:"))+")"
+			if !slices.Contains(kit.TemplateStrategies, strings.TrimPrefix(m, "template:")) {
+				return nil, fmt.Errorf("method %s: %s has no such CREATE DATABASE … TEMPLATE strategy", m, engineName)
+			}
+		default:
+			if _, err := backend.Get(m); err != nil {
+				return nil, err
+			}
+		}
+		byName[m] = mr
+	}
+	return byName, nil
+}
+
 func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, ds *Dataset, b string, o CloneOptions) (*Sample, error) {
 	in, err := instance.Create(ctx, s, eng, g, instance.Options{Backend: b})
 	if err != nil {
@@ -202,7 +223,7 @@ func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *gold
 		return nil, err
 	}
 	if o.Workload > 0 {
-		if smp.Workload, err = runWorkload(ctx, ds, st.Conn.Env, "", o.Workload, o.WorkloadClients); err != nil {
+		if smp.Workload, err = runWorkload(ctx, ds, st.Conn.URL, st.Conn.Env, o.Workload, o.WorkloadClients); err != nil {
 			return nil, err
 		}
 		if smp.Workload.PrivateBytes, err = fsutil.PrivateBytes(dir); err != nil {
@@ -215,68 +236,79 @@ func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *gold
 // templateSample measures CREATE DATABASE … TEMPLATE on a running server:
 // "clone" is the statement, "ready" adds the first query on the new db.
 func templateSample(ctx context.Context, host *instance.Instance, ds *Dataset, strategy string, run int, o CloneOptions) (*Sample, error) {
-	// The template may have no other sessions: talk from another database.
-	admin, err := pgx.Connect(ctx, strings.Replace(host.State.Conn.URL, "/"+ds.Database+"?", "/postgres?", 1))
+	kit, err := kitOf(ds.Engine)
 	if err != nil {
 		return nil, err
 	}
-	defer admin.Close(context.Background())
+	conn := host.State.Conn
+	// The template may have no other sessions: talk from another database.
+	admin, err := openOne(ctx, kit, withDatabase(conn.URL, ds.Database, kit.AdminDatabase), conn.Env)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
 	name := fmt.Sprintf("bench_%s_%d", strategy, run)
 	t0 := time.Now()
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s STRATEGY %s", name, ds.Database, strategy)); err != nil {
+	if _, err := admin.ExecContext(ctx, kit.CreateFromTemplate(name, ds.Database, strategy)); err != nil {
 		return nil, err
 	}
-	defer admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name)
+	defer admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name)
 	smp := &Sample{CloneMs: ms(time.Since(t0))}
-	nc, err := pgx.Connect(ctx, strings.Replace(host.State.Conn.URL, "/"+ds.Database+"?", "/"+name+"?", 1))
+	nc, err := openOne(ctx, kit, withDatabase(conn.URL, ds.Database, name), conn.Env)
 	if err != nil {
 		return nil, err
 	}
-	var one int
-	err = nc.QueryRow(ctx, "SELECT 1").Scan(&one)
-	nc.Close(context.Background())
-	if err != nil {
-		return nil, err
-	}
+	nc.Close()
 	smp.ReadyMs = ms(time.Since(t0))
-	if smp.WritesMs, err = writes(ctx, ds, host.State.Conn.Env, name); err != nil {
+	if smp.WritesMs, err = writes(ctx, ds, conn.Env, name); err != nil {
 		return nil, err
 	}
 	var size int64
-	if err := admin.QueryRow(ctx, "SELECT pg_database_size($1)", name).Scan(&size); err != nil {
+	if err := admin.QueryRowContext(ctx, kit.DatabaseSize, name).Scan(&size); err != nil {
 		return nil, err
 	}
 	smp.PrivateBytes = size
 	if o.Workload > 0 {
-		if smp.Workload, err = runWorkload(ctx, ds, host.State.Conn.Env, name, o.Workload, o.WorkloadClients); err != nil {
+		if smp.Workload, err = runWorkload(ctx, ds, withDatabase(conn.URL, ds.Database, name), conn.Env, o.Workload, o.WorkloadClients); err != nil {
 			return nil, err
 		}
 	}
 	return smp, nil
 }
 
+// withDatabase is url with its database from one to another.
+func withDatabase(url, from, to string) string {
+	return strings.Replace(url, "/"+from+"?", "/"+to+"?", 1)
+}
+
+// openOne opens a one-connection handle on url and proves it with a
+// query.
+func openOne(ctx context.Context, kit engine.BenchKit, url string, env map[string]string) (*sql.DB, error) {
+	db, err := kit.OpenDB(url, env)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	var one int
+	if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
 // writes times Writes single-row inserts into the dataset's largest
 // table, one client command each, as a test script would.
 func writes(ctx context.Context, ds *Dataset, env map[string]string, db string) ([]float64, error) {
+	kit, err := kitOf(ds.Engine)
+	if err != nil {
+		return nil, err
+	}
 	var out []float64
 	for i := 1; i <= Writes; i++ {
-		var cmd *exec.Cmd
-		if ds.Engine == "postgres" {
-			if db == "" {
-				db = env["PGDATABASE"]
-			}
-			sql := fmt.Sprintf("INSERT INTO %s (aid, bid, abalance, filler) VALUES (%d, 1, 0, '')", ds.Table, ds.Rows+int64(i))
-			cmd = exec.CommandContext(ctx, "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", env["PGPORT"], "-U", env["PGUSER"], "-d", db, "-c", sql)
-			cmd.Env = append(os.Environ(), "PGPASSWORD="+env["PGPASSWORD"])
-		} else {
-			client := "mariadb"
-			if ds.Engine == "mysql" {
-				client = "mysql"
-			}
-			sql := fmt.Sprintf("INSERT INTO %s (k, c, pad) VALUES (%d, 'x', 'y')", ds.Table, i)
-			cmd = exec.CommandContext(ctx, client, "--no-defaults", "-h", "127.0.0.1", "-P", env["MYSQL_PORT"], "-u", env["MYSQL_USER"], env["MYSQL_DATABASE"], "-e", sql)
-			cmd.Env = append(os.Environ(), "MYSQL_PWD="+env["MYSQL_PWD"])
-		}
+		argv, extra := kit.Insert(env, db, ds.Table, ds.Rows, i)
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), extra...)
 		t := time.Now()
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("write %d: %v: %s", i, err, strings.TrimSpace(string(b)))

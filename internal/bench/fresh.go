@@ -47,89 +47,112 @@ func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode stri
 		}
 		leases[i] = l
 	}
-	var mu sync.Mutex
-	var lat, wr, srv []float64
-	steps := map[string][]float64{}
-	isolated, onDemand := true, 0
-	var firstErr error
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-	}
+	run := &freshRun{c: c, mode: mode, steps: map[string][]float64{}, isolated: true}
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < clients; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l := leases[i]
 			for j := 0; j < cycles; j++ {
-				t := time.Now()
-				target, dbName, inside := *l, "", 0.0
-				if mode == ModeDatabase {
-					db, err := c.CreateDatabase(ctx, l.ID)
-					if err != nil {
-						fail(err)
-						return
-					}
-					target.DSN, target.Env, dbName, inside = db.DSN, db.Env, db.Name, db.Ms
-					if db.OnDemand {
-						mu.Lock()
-						onDemand++
-						mu.Unlock()
-					}
-				} else {
-					r, err := c.Reset(ctx, l.ID)
-					if err != nil {
-						fail(err)
-						return
-					}
-					target, inside = *r, r.ResetMs
-					mu.Lock()
-					for k, v := range r.ResetSteps {
-						steps[k] = append(steps[k], v)
-					}
-					mu.Unlock()
-				}
-				a := ms(time.Since(t))
-				t = time.Now()
-				others, err := write(ctx, &target, fmt.Sprintf("c%d-%d", i, j))
-				w := ms(time.Since(t))
-				if err == nil && dbName != "" {
-					err = c.DropDatabase(ctx, l.ID, dbName)
-				}
-				mu.Lock()
-				lat, wr, srv = append(lat, a), append(wr, w), append(srv, inside)
-				if others > 0 {
-					isolated = false
-				}
-				mu.Unlock()
-				if err != nil {
-					fail(err)
+				if err := run.cycle(ctx, leases[i], fmt.Sprintf("c%d-%d", i, j)); err != nil {
+					run.fail(err)
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	if run.firstErr != nil {
+		return nil, run.firstErr
 	}
 	secs := time.Since(t0).Seconds()
-	r := &FreshResult{Mode: mode, LeaseFresh: leases[0].Fresh, ServerP50: Quantile(srv, 0.5), OnDemand: onDemand,
+	lat, wr := run.lat, run.wr
+	r := &FreshResult{Mode: mode, LeaseFresh: leases[0].Fresh, ServerP50: Quantile(run.srv, 0.5), OnDemand: run.onDemand,
 		PoolResult: PoolResult{Clients: clients, Cycles: cycles, Acquires: len(lat), P50Ms: Quantile(lat, 0.5),
 			P99Ms: Quantile(lat, 0.99), MaxMs: Quantile(lat, 1), MeanMs: mean(lat), WriteP50: Quantile(wr, 0.5),
-			Seconds: secs, PerSecond: float64(len(lat)) / secs, Isolated: isolated}}
-	if len(steps) > 0 {
+			Seconds: secs, PerSecond: float64(len(lat)) / secs, Isolated: run.isolated}}
+	if len(run.steps) > 0 {
 		r.Steps = map[string]float64{}
-		for k, v := range steps {
+		for k, v := range run.steps {
 			r.Steps[k] = Quantile(v, 0.5)
 		}
 	}
 	return r, nil
+}
+
+// freshRun collects what the clients of one Fresh scenario measure.
+type freshRun struct {
+	c    *api.Client
+	mode string
+
+	mu           sync.Mutex
+	lat, wr, srv []float64
+	steps        map[string][]float64
+	isolated     bool
+	onDemand     int
+	firstErr     error
+}
+
+func (run *freshRun) fail(err error) {
+	run.mu.Lock()
+	if run.firstErr == nil {
+		run.firstErr = err
+	}
+	run.mu.Unlock()
+}
+
+// cycle makes l's data fresh, writes a row tagged tag and checks no other
+// client's row is visible, then drops a fresh database.
+func (run *freshRun) cycle(ctx context.Context, l *api.Lease, tag string) error {
+	t := time.Now()
+	target, dbName, inside, err := run.makeFresh(ctx, l)
+	if err != nil {
+		return err
+	}
+	a := ms(time.Since(t))
+	t = time.Now()
+	others, err := write(ctx, &target, tag)
+	w := ms(time.Since(t))
+	if err == nil && dbName != "" {
+		err = run.c.DropDatabase(ctx, l.ID, dbName)
+	}
+	run.mu.Lock()
+	run.lat, run.wr, run.srv = append(run.lat, a), append(run.wr, w), append(run.srv, inside)
+	if others > 0 {
+		run.isolated = false
+	}
+	run.mu.Unlock()
+	return err
+}
+
+// makeFresh creates a fresh database in l's server, or resets l: target
+// is how to reach the fresh data, inside the daemon's own time for it.
+func (run *freshRun) makeFresh(ctx context.Context, l *api.Lease) (target api.Lease, dbName string, inside float64, err error) {
+	target = *l
+	if run.mode == ModeDatabase {
+		db, err := run.c.CreateDatabase(ctx, l.ID)
+		if err != nil {
+			return target, "", 0, err
+		}
+		target.DSN, target.Env = db.DSN, db.Env
+		if db.OnDemand {
+			run.mu.Lock()
+			run.onDemand++
+			run.mu.Unlock()
+		}
+		return target, db.Name, db.Ms, nil
+	}
+	r, err := run.c.Reset(ctx, l.ID)
+	if err != nil {
+		return target, "", 0, err
+	}
+	run.mu.Lock()
+	for k, v := range r.ResetSteps {
+		run.steps[k] = append(run.steps[k], v)
+	}
+	run.mu.Unlock()
+	return *r, "", r.ResetMs, nil
 }
 
 // StepNames lists a result's reset steps in a stable order.

@@ -26,14 +26,35 @@ func Plot(results []*CloneResult, sizes []int64, path string) error {
 	if len(results) == 0 {
 		return fmt.Errorf("nothing to plot")
 	}
-	ready := plot.New()
-	ready.Title.Text = fmt.Sprintf("%s: clone + ready", results[0].Engine)
-	ready.X.Label.Text = "data size (MiB)"
-	ready.Y.Label.Text = "ms (median)"
-	ready.Y.Scale = plot.LogScale{}
-	ready.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	ready.Legend.Top = true
-	ready.Legend.Left = true
+	methods := methodNames(results)
+	ready, err := readyPlot(results, sizes, methods)
+	if err != nil {
+		return err
+	}
+	writes, err := writesPlot(results[len(results)-1], methods)
+	if err != nil {
+		return err
+	}
+	img := vgimg.New(12*vg.Inch, 5*vg.Inch)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align([][]*plot.Plot{{ready, writes}}, tiles, dc)
+	ready.Draw(canvases[0][0])
+	writes.Draw(canvases[0][1])
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// methodNames are every method of the results, sorted.
+func methodNames(results []*CloneResult) []string {
 	var methods []string
 	seen := map[string]bool{}
 	for _, r := range results {
@@ -45,6 +66,19 @@ func Plot(results []*CloneResult, sizes []int64, path string) error {
 		}
 	}
 	sort.Strings(methods)
+	return methods
+}
+
+// readyPlot is median clone+ready time against data size per method.
+func readyPlot(results []*CloneResult, sizes []int64, methods []string) (*plot.Plot, error) {
+	ready := plot.New()
+	ready.Title.Text = fmt.Sprintf("%s: clone + ready", results[0].Engine)
+	ready.X.Label.Text = "data size (MiB)"
+	ready.Y.Label.Text = "ms (median)"
+	ready.Y.Scale = plot.LogScale{}
+	ready.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	ready.Legend.Top = true
+	ready.Legend.Left = true
 	for i, name := range methods {
 		var pts plotter.XYs
 		for j, r := range results {
@@ -59,15 +93,19 @@ func Plot(results []*CloneResult, sizes []int64, path string) error {
 		}
 		l, p, err := plotter.NewLinePoints(pts)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		l.Color, p.Color = palette[i%len(palette)], palette[i%len(palette)]
 		p.Shape = draw.CircleGlyph{}
 		ready.Add(l, p)
 		ready.Legend.Add(name, l, p)
 	}
+	return ready, nil
+}
 
-	last := results[len(results)-1]
+// writesPlot is the first-write series (median latency of write 1…10) of
+// the largest size.
+func writesPlot(last *CloneResult, methods []string) (*plot.Plot, error) {
 	writes := plot.New()
 	writes.Title.Text = fmt.Sprintf("%s %s: single-row writes after the clone", last.Engine, last.Size)
 	writes.X.Label.Text = "write #"
@@ -90,28 +128,12 @@ func Plot(results []*CloneResult, sizes []int64, path string) error {
 			}
 			l, p, err := plotter.NewLinePoints(pts)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			l.Color, p.Color = palette[i%len(palette)], palette[i%len(palette)]
 			writes.Add(l, p)
 			writes.Legend.Add(name, l, p)
 		}
 	}
-
-	img := vgimg.New(12*vg.Inch, 5*vg.Inch)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
-		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align([][]*plot.Plot{{ready, writes}}, tiles, dc)
-	ready.Draw(canvases[0][0])
-	writes.Draw(canvases[0][1])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writes, nil
 }

@@ -4,14 +4,10 @@ package bench
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
-
-	_ "github.com/go-sql-driver/mysql" // MariaDB/MySQL leases
-	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL leases
 
 	"github.com/dbfork/dbfork/internal/api"
 )
@@ -92,11 +88,11 @@ func Pool(ctx context.Context, c *api.Client, req api.AcquireRequest, clients, c
 
 // write inserts a tagged row and counts tagged rows from anyone else.
 func write(ctx context.Context, l *api.Lease, tag string) (int, error) {
-	driver, dsn := "pgx", l.DSN
-	if l.Engine != "postgres" {
-		driver, dsn = "mysql", l.Env["MYSQL_GO_DSN"]
+	kit, err := kitOf(l.Engine)
+	if err != nil {
+		return 0, err
 	}
-	db, err := sql.Open(driver, dsn)
+	db, err := kit.OpenDB(l.DSN, l.Env)
 	if err != nil {
 		return 0, err
 	}

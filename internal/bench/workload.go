@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -23,24 +21,18 @@ type Workload struct {
 	PrivateBytes int64 `json:"private_bytes,omitempty"`
 }
 
-// runWorkload updates random rows for d with clients connections, each
+// runWorkload updates random rows of the database url names for d with
+// clients connections, each
 // statement its own transaction (autocommit), and reports throughput and
 // the latency tail. Reads hit the whole table, so a clone whose pages are
 // not cached yet (or must still be copied up) shows it here.
-func runWorkload(ctx context.Context, ds *Dataset, env map[string]string, db string, d time.Duration, clients int) (*Workload, error) {
-	driver, dsn := "pgx", ""
-	var stmt string
-	if ds.Engine == "postgres" {
-		if db == "" {
-			db = env["PGDATABASE"]
-		}
-		dsn = fmt.Sprintf("postgres://%s:%s@127.0.0.1:%s/%s?sslmode=disable", env["PGUSER"], env["PGPASSWORD"], env["PGPORT"], db)
-		stmt = "UPDATE " + ds.Table + " SET abalance = abalance + 1 WHERE aid = $1"
-	} else {
-		driver, dsn = "mysql", env["MYSQL_GO_DSN"]
-		stmt = "UPDATE " + ds.Table + " SET k = k + 1 WHERE id = ?"
+func runWorkload(ctx context.Context, ds *Dataset, url string, env map[string]string, d time.Duration, clients int) (*Workload, error) {
+	kit, err := kitOf(ds.Engine)
+	if err != nil {
+		return nil, err
 	}
-	pool, err := sql.Open(driver, dsn)
+	stmt := kit.Update(ds.Table)
+	pool, err := kit.OpenDB(url, env)
 	if err != nil {
 		return nil, err
 	}

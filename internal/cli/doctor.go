@@ -102,7 +102,7 @@ func advice(rep doctorReport) []string {
 		return out
 	}
 	msg := fmt.Sprintf("the store (%s) cannot snapshot or reflink, so a clone's first write to a table copies the whole file (overlay) or every clone is a full copy; ", rep.Store.FS)
-	if rep.Auto.Backend == "overlay" || rep.Auto.Backend == "userns-overlay" {
+	if backend.CopiesUp(rep.Auto.Backend) {
 		msg = firstWriteTrap + ": "
 	}
 	switch {

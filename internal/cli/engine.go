@@ -16,7 +16,6 @@ import (
 	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/engine/fetch"
 	"github.com/dbfork/dbfork/internal/errs"
-	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -62,7 +61,7 @@ func (g *globals) fetchOptions(s *store.Store) fetch.Options {
 
 // openEngine returns how recipes of this store find their server: an
 // installed one, else the engine cache.
-func (g *globals) openEngine(s *store.Store) func(context.Context, *recipe.Recipe) (engine.Engine, error) {
+func (g *globals) openEngine(s *store.Store) func(context.Context, engine.Want) (engine.Engine, error) {
 	return engines.NewOpener(g.fetchOptions(s)).Open
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/store"
 )
 
 func newLsCmd(g *globals) *cobra.Command {
@@ -29,96 +31,110 @@ func newLsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			insts, err := instance.List(s)
+			views, err := instanceViews(cmd.Context(), g, s)
 			if err != nil {
 				return err
-			}
-			// Ask the store's daemon, if one runs, which instances are leased.
-			leased := map[string]api.Lease{}
-			if c, err := api.Dial(cmd.Context(), api.SocketPath(s.Root)); err == nil {
-				if ls, err := c.Leases(cmd.Context()); err == nil {
-					for _, l := range ls {
-						leased[l.ID] = l
-					}
-				}
-			}
-			view := func(st *instance.State) instance.View {
-				v := st.Public()
-				if l, ok := leased[v.ID]; ok {
-					v.LeasedBy = l.HolderPID
-					v.Status = "leased"
-				}
-				return v
-			}
-			views := make([]instance.View, 0, len(insts))
-			seen := map[string]bool{}
-			for _, st := range insts {
-				views = append(views, view(st))
-				seen[st.ID] = true
-			}
-			// Records we cannot read (a root daemon's, as another user):
-			// the daemon's word for its leases, and a count for the rest.
-			hidden := 0
-			for _, id := range instance.IDs(s) {
-				if seen[id] {
-					continue
-				}
-				if l, ok := leased[id]; ok {
-					v := leaseView(&l)
-					v.Status = "leased"
-					views = append(views, v)
-					continue
-				}
-				hidden++
-			}
-			if hidden > 0 {
-				fmt.Fprintf(g.stderr, "dbfork: %d instance(s) in %s are not readable by you (uid %d); `sudo dbfork ls` shows them\n", hidden, s.InstancesDir(), os.Geteuid())
 			}
 			if n := golden.Unreadable(s); n > 0 {
 				fmt.Fprintf(g.stderr, "dbfork: %d golden(s) in %s are root-only; `sudo dbfork ls` shows them\n", n, s.GoldensDir())
 			}
 			if asJSON {
-				type gv struct {
-					Key           string    `json:"key"`
-					Engine        string    `json:"engine"`
-					EngineVersion string    `json:"engine_version"`
-					Recipe        string    `json:"recipe"`
-					TotalBytes    int64     `json:"total_bytes"`
-					Created       time.Time `json:"created"`
-					Dir           string    `json:"dir"`
-				}
-				out := struct {
-					Goldens   []gv            `json:"goldens"`
-					Instances []instance.View `json:"instances"`
-				}{Goldens: []gv{}, Instances: []instance.View{}}
-				for _, x := range goldens {
-					m := x.Manifest
-					out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir})
-				}
-				out.Instances = append(out.Instances, views...)
-				return printJSON(g.stdout, out)
+				return printLsJSON(g, goldens, views)
 			}
-			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "GOLDEN\tENGINE\tSIZE\tCREATED\tRECIPE")
-			for _, x := range goldens {
-				m := x.Manifest
-				fmt.Fprintf(w, "%s\t%s %s\t%s\t%s\t%s\n", x.Key[:12], m.Engine, shortVersion(m.EngineVersion),
-					humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), m.Recipe)
-			}
-			fmt.Fprintln(w)
-			fmt.Fprintln(w, "INSTANCE\tGOLDEN\tBACKEND\tSTATUS\tPORT\tDSN")
-			for _, v := range views {
-				key := v.Golden
-				if len(key) > 12 {
-					key = key[:12]
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", v.ID, key, v.Backend, v.Status, v.Port, v.DSN)
-			}
-			return w.Flush()
+			return printLsTable(g, goldens, views)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// instanceViews lists the store's instances, marking those the store's
+// daemon (if one runs) has leased out. Records this user cannot read (a
+// root daemon's) are shown from the daemon's word for its leases, and the
+// rest are counted on stderr.
+func instanceViews(ctx context.Context, g *globals, s *store.Store) ([]instance.View, error) {
+	insts, err := instance.List(s)
+	if err != nil {
+		return nil, err
+	}
+	leased := map[string]api.Lease{}
+	if c, err := api.Dial(ctx, api.SocketPath(s.Root)); err == nil {
+		if ls, err := c.Leases(ctx); err == nil {
+			for _, l := range ls {
+				leased[l.ID] = l
+			}
+		}
+	}
+	views := make([]instance.View, 0, len(insts))
+	seen := map[string]bool{}
+	for _, st := range insts {
+		v := st.Public()
+		if l, ok := leased[v.ID]; ok {
+			v.LeasedBy = l.HolderPID
+			v.Status = "leased"
+		}
+		views = append(views, v)
+		seen[st.ID] = true
+	}
+	hidden := 0
+	for _, id := range instance.IDs(s) {
+		if seen[id] {
+			continue
+		}
+		if l, ok := leased[id]; ok {
+			v := leaseView(&l)
+			v.Status = "leased"
+			views = append(views, v)
+			continue
+		}
+		hidden++
+	}
+	if hidden > 0 {
+		fmt.Fprintf(g.stderr, "dbfork: %d instance(s) in %s are not readable by you (uid %d); `sudo dbfork ls` shows them\n", hidden, s.InstancesDir(), os.Geteuid())
+	}
+	return views, nil
+}
+
+func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) error {
+	type gv struct {
+		Key           string    `json:"key"`
+		Engine        string    `json:"engine"`
+		EngineVersion string    `json:"engine_version"`
+		Recipe        string    `json:"recipe"`
+		TotalBytes    int64     `json:"total_bytes"`
+		Created       time.Time `json:"created"`
+		Dir           string    `json:"dir"`
+	}
+	out := struct {
+		Goldens   []gv            `json:"goldens"`
+		Instances []instance.View `json:"instances"`
+	}{Goldens: []gv{}, Instances: []instance.View{}}
+	for _, x := range goldens {
+		m := x.Manifest
+		out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir})
+	}
+	out.Instances = append(out.Instances, views...)
+	return printJSON(g.stdout, out)
+}
+
+func printLsTable(g *globals, goldens []*golden.Golden, views []instance.View) error {
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "GOLDEN\tENGINE\tSIZE\tCREATED\tRECIPE")
+	for _, x := range goldens {
+		m := x.Manifest
+		fmt.Fprintf(w, "%s\t%s %s\t%s\t%s\t%s\n", x.Key[:12], m.Engine, shortVersion(m.EngineVersion),
+			humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), m.Recipe)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "INSTANCE\tGOLDEN\tBACKEND\tSTATUS\tPORT\tDSN")
+	for _, v := range views {
+		key := v.Golden
+		if len(key) > 12 {
+			key = key[:12]
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", v.ID, key, v.Backend, v.Status, v.Port, v.DSN)
+	}
+	return w.Flush()
 }
 
 func humanBytes(n int64) string {

@@ -14,7 +14,6 @@ import (
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/oci"
 	"github.com/dbfork/dbfork/internal/progress"
-	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -74,14 +73,14 @@ func (g *globals) remote(s *store.Store, f registryFlags) golden.Remote {
 // engineCheck refuses a golden built with another server version than
 // the one this machine would build with (an installed server, or one the
 // engine cache holds or may fetch).
-func engineCheck(open func(context.Context, *recipe.Recipe) (engine.Engine, error)) func(ctx context.Context, name, version string) error {
+func engineCheck(open func(context.Context, engine.Want) (engine.Engine, error)) func(ctx context.Context, name, version string) error {
 	return func(ctx context.Context, name, version string) error {
 		return checkEngine(ctx, open, name, version)
 	}
 }
 
-func checkEngine(ctx context.Context, open func(context.Context, *recipe.Recipe) (engine.Engine, error), name, version string) error {
-	eng, err := open(ctx, &recipe.Recipe{Engine: name, Version: majorVersion(name, shortVersion(version))})
+func checkEngine(ctx context.Context, open func(context.Context, engine.Want) (engine.Engine, error), name, version string) error {
+	eng, err := open(ctx, engine.Want{Engine: name, Version: majorVersion(name, shortVersion(version))})
 	if err != nil {
 		return errs.Unsupported("the golden was built with %s %s, which this machine lacks (%v); install it, or build here: a build with another server version has another key", name, shortVersion(version), err)
 	}
@@ -114,7 +113,7 @@ func findGolden(ctx context.Context, g *globals, s *store.Store, keyArg, file st
 	if err != nil {
 		return nil, err
 	}
-	eng, err := g.openEngine(s)(ctx, r)
+	eng, err := g.openEngine(s)(ctx, golden.EngineWant(r))
 	if err != nil {
 		return nil, err
 	}

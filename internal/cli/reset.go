@@ -58,7 +58,7 @@ func newResetCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			eng, err := g.openEngine(s)(ctx, r)
+			eng, err := g.openEngine(s)(ctx, golden.EngineWant(r))
 			if err != nil {
 				return err
 			}

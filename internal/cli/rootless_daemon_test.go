@@ -68,11 +68,21 @@ func TestRootlessDaemon(t *testing.T) {
 	if got := psql("insert into items(name) values ('x'); select count(*) from items"); !strings.HasSuffix(got, "3002") {
 		t.Fatalf("write: %q", got)
 	}
-	if r := api("/v1/leases/"+id+"/reset", "{}"); r["dsn"] != dsn {
-		t.Fatalf("reset changed the DSN: %v, was %s", r["dsn"], dsn)
-	}
-	if got := psql("select count(*) from items"); got != "3001" {
-		t.Fatalf("after reset: %s rows, want the golden's 3001", got)
+	// The second reset uses the clone made ahead after the first (a
+	// namespaced clone: its scratch dir goes with it).
+	for i := 1; i <= 2; i++ {
+		r := api("/v1/leases/"+id+"/reset", "{}")
+		if r["dsn"] != dsn {
+			t.Fatalf("reset %d changed the DSN: %v, was %s", i, r["dsn"], dsn)
+		}
+		steps, _ := r["reset_steps_ms"].(map[string]any)
+		if _, ahead := steps["wait for the clone made ahead"]; ahead != (i == 2) {
+			t.Errorf("reset %d steps %v", i, steps)
+		}
+		if got := psql("select count(*) from items"); got != "3001" {
+			t.Fatalf("after reset %d: %s rows, want the golden's 3001", i, got)
+		}
+		psql("insert into items(name) values ('y')")
 	}
 	u.must("daemon", "stop")
 	u.waitClean("after daemon stop")

@@ -50,20 +50,9 @@ once no call has come for that long and nothing is leased (what
 }
 
 func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp string, idle time.Duration) error {
-	var tcpAddr *net.TCPAddr
-	if tcp != "" {
-		a, err := net.ResolveTCPAddr("tcp", tcp)
-		if err != nil || a.IP == nil || !a.IP.IsLoopback() {
-			return errs.Invalid("--tcp %q: give a loopback address such as 127.0.0.1:7420 (the API is never exposed beyond this machine)", tcp)
-		}
-		tcpAddr = a
-	}
-	for i, f := range recipes {
-		abs, err := filepath.Abs(f)
-		if err != nil {
-			return err
-		}
-		recipes[i] = abs
+	tcpAddr, err := serveArgs(recipes, tcp)
+	if err != nil {
+		return err
 	}
 	s, err := g.openOwnStore()
 	if err != nil {
@@ -133,6 +122,27 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 		return failed
 	}
 	return cerr
+}
+
+// serveArgs checks --tcp (loopback only) and makes the -f recipe paths
+// absolute in place.
+func serveArgs(recipes []string, tcp string) (*net.TCPAddr, error) {
+	var tcpAddr *net.TCPAddr
+	if tcp != "" {
+		a, err := net.ResolveTCPAddr("tcp", tcp)
+		if err != nil || a.IP == nil || !a.IP.IsLoopback() {
+			return nil, errs.Invalid("--tcp %q: give a loopback address such as 127.0.0.1:7420 (the API is never exposed beyond this machine)", tcp)
+		}
+		tcpAddr = a
+	}
+	for i, f := range recipes {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return nil, err
+		}
+		recipes[i] = abs
+	}
+	return tcpAddr, nil
 }
 
 // listen opens the API socket (born 0600, given to the user behind sudo)

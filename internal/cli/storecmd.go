@@ -14,28 +14,30 @@ import (
 
 func newStoreCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "store", Short: "Manage the store's filesystem"}
+	cmd.AddCommand(newStoreInitCmd(g), newStoreMountCmd(g), newStoreUmountCmd(g))
+	return cmd
+}
+
+// storeRootOrDefault is --store, else the default store, made absolute.
+func (g *globals) storeRootOrDefault() string {
+	root := g.store
+	if root == "" {
+		root = store.DefaultRoot()
+	}
+	root, _ = filepath.Abs(root)
+	return root
+}
+
+func newStoreInitCmd(g *globals) *cobra.Command {
 	var fstype, size string
 	initCmd := &cobra.Command{
 		Use:   "init --fs xfs|btrfs|plain --size N",
 		Short: "Create a loop-backed XFS (reflink) or btrfs store (root; sparse image beside the store, remounted on demand), or a plain one",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			root := g.store
-			if root == "" {
-				root = store.DefaultRoot()
-			}
-			root, _ = filepath.Abs(root)
+			root := g.storeRootOrDefault()
 			if fstype == "plain" {
-				// A plain store: the explicit opt-out of an automatic image.
-				if _, err := os.Lstat(root); err == nil {
-					return errs.Conflict("store %s already exists; dbfork leaves existing stores as they are", root)
-				}
-				if _, err := store.Open(root); err != nil {
-					return err
-				}
-				fs, _ := fsutil.FSType(root)
-				fmt.Fprintf(g.stdout, "store %s is a plain directory on %s\n", root, fs)
-				return nil
+				return initPlainStore(g, root)
 			}
 			n, err := fsutil.ParseSize(size)
 			if err != nil {
@@ -54,17 +56,30 @@ func newStoreCmd(g *globals) *cobra.Command {
 	}
 	initCmd.Flags().StringVar(&fstype, "fs", "xfs", "filesystem: xfs (reflink), btrfs (snapshots), or plain (a directory where it is, no image)")
 	initCmd.Flags().StringVar(&size, "size", "20G", "image size (sparse: only what is written uses disk)")
+	return initCmd
+}
 
-	umountCmd := &cobra.Command{
+// initPlainStore makes a plain store: the explicit opt-out of an
+// automatic image.
+func initPlainStore(g *globals, root string) error {
+	if _, err := os.Lstat(root); err == nil {
+		return errs.Conflict("store %s already exists; dbfork leaves existing stores as they are", root)
+	}
+	if _, err := store.Open(root); err != nil {
+		return err
+	}
+	fs, _ := fsutil.FSType(root)
+	fmt.Fprintf(g.stdout, "store %s is a plain directory on %s\n", root, fs)
+	return nil
+}
+
+func newStoreUmountCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "umount",
 		Short: "Unmount a loop-backed store (refused while instances run on it)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			root := g.store
-			if root == "" {
-				root = store.DefaultRoot()
-			}
-			root, _ = filepath.Abs(root)
+			root := g.storeRootOrDefault()
 			if _, err := os.Stat(store.ImagePath(root)); err != nil {
 				return errs.NotFound("%s is not a loop-backed store (no %s)", root, store.ImagePath(root))
 			}
@@ -81,7 +96,10 @@ func newStoreCmd(g *globals) *cobra.Command {
 			return store.UnmountImage(root)
 		},
 	}
-	mountCmd := &cobra.Command{
+}
+
+func newStoreMountCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "mount",
 		Short: "Mount a loop-backed store's image (done on demand anyway); adopts a root-owned image made before dbfork recorded its images",
 		Args:  noArgs,
@@ -96,6 +114,4 @@ func newStoreCmd(g *globals) *cobra.Command {
 			return store.AdoptImage(root)
 		},
 	}
-	cmd.AddCommand(initCmd, mountCmd, umountCmd)
-	return cmd
 }

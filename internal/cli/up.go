@@ -133,7 +133,7 @@ func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *i
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := g.openEngine(s)(ctx, r)
+	eng, err := g.openEngine(s)(ctx, golden.EngineWant(r))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
-	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
@@ -65,8 +64,8 @@ owner = "shop"
 sql = ["seed.sql"]
 `+poolToml, map[string]string{"seed.sql": "create table notes(id serial primary key, who text);\ninsert into notes(who) values ('golden');\n"})
 	w.d = daemon.New(daemon.Options{Store: s, Backoff: 50 * time.Millisecond, Watch: 20 * time.Millisecond, Log: testLogger(),
-		OpenEngine: func(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
-			return postgres.New(ctx, r.Bindir, r.Version)
+		OpenEngine: func(ctx context.Context, w engine.Want) (engine.Engine, error) {
+			return postgres.New(ctx, w.Bindir, w.Version)
 		}})
 	w.sock = api.SocketPath(s.Root)
 	ln, err := net.Listen("unix", w.sock)

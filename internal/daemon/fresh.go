@@ -73,6 +73,7 @@ func (d *Daemon) reset(l *lease) error {
 		if l.life.Err() == nil && l.spares != nil {
 			d.o.Log.Warn("resetting the database in place failed; resetting the instance", "id", l.ID, "err", err)
 		}
+		l.in.PrepareAhead = true
 		err = l.in.Reset(l.life, d.o.Store, l.entry.eng, l.entry.golden, func(f func()) { go f() })
 		steps = l.in.State.ResetSteps
 		if err == nil && l.spares != nil {

@@ -63,7 +63,7 @@ func resetInPlace(t *testing.T, w *world, backendName string) {
 		t.Fatal(err)
 	}
 	defer old.Close(ctx)
-	for i := 1; i <= 2; i++ {
+	for i := 1; i <= 3; i++ {
 		exec1(t, l.DSN, "insert into notes(who) values ('test'); create table scratch(a int)")
 		if got := query(t, l.DSN, "select count(*)::text from notes"); got[0] != "2" {
 			t.Fatalf("before reset: %v", got)
@@ -85,12 +85,20 @@ func resetInPlace(t *testing.T, w *world, backendName string) {
 		if len(r.ResetSteps) == 0 || r.ResetSteps["start"] <= 0 {
 			t.Errorf("reset steps %v", r.ResetSteps)
 		}
+		// From the second reset on, a clone that shares the golden's
+		// data was made ahead, after the previous reset; a full copy
+		// is made when needed.
+		_, cloned := r.ResetSteps["clone"]
+		_, ahead := r.ResetSteps["wait for the clone made ahead"]
+		if wantAhead := i > 1 && backendName == "reflink"; ahead != wantAhead || cloned == wantAhead {
+			t.Errorf("reset %d on %s: steps %v; want a clone made ahead: %v", i, backendName, r.ResetSteps, wantAhead)
+		}
 	}
 	if _, err := old.Exec(ctx, "select 1"); err == nil {
 		t.Error("a connection opened before the reset still works")
 	}
 	ls, _ := w.c.Leases(ctx)
-	if len(ls) != 1 || ls[0].Resets != 2 {
+	if len(ls) != 1 || ls[0].Resets != 3 {
 		t.Errorf("leases after resets: %+v", ls)
 	}
 	for _, c := range []struct {

@@ -9,23 +9,21 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-
-	"github.com/dbfork/dbfork/internal/recipe"
 )
 
 // RunCommand runs a recipe's shell command (a migration tool) in the
 // recipe dir with the build server's connection environment. A failure
 // reports the exit status and the tail of the command's output.
-func RunCommand(ctx context.Context, r *recipe.Recipe, st recipe.Step, connEnv map[string]string, out LogWriter) error {
+func RunCommand(ctx context.Context, b Build, st Step, connEnv map[string]string, out LogWriter) error {
 	cmd := exec.Command("/bin/sh", "-c", st.Command)
-	cmd.Dir = r.Dir
+	cmd.Dir = b.Dir
 	cmd.Env = WithClientPath(os.Environ(), connEnv)
 	tailBuf := &ringBuffer{max: 4096}
 	cmd.Stdout = io.MultiWriter(out, tailBuf)
 	cmd.Stderr = cmd.Stdout
 	// Its own process group, so cancelling kills the whole pipeline.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	as := AsCaller(ctx, r, cmd)
+	as := AsCaller(ctx, b, cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: %w%s", st.Name, err, as)
 	}
@@ -64,9 +62,9 @@ func RunCommand(ctx context.Context, r *recipe.Recipe, st recipe.Step, connEnv m
 // user's rights, and inputs are opened with them. A recipe root wrote
 // (see rootAuthored), or no caller other than this process, leaves cmd as
 // it is. The result is a note for error messages ("" when unchanged).
-func AsCaller(ctx context.Context, r *recipe.Recipe, cmd *exec.Cmd) string {
+func AsCaller(ctx context.Context, b Build, cmd *exec.Cmd) string {
 	c := callerFrom(ctx)
-	if c == nil || rootAuthored(r) {
+	if c == nil || rootAuthored(b) {
 		return ""
 	}
 	if cmd.SysProcAttr == nil {
@@ -77,15 +75,15 @@ func AsCaller(ctx context.Context, r *recipe.Recipe, cmd *exec.Cmd) string {
 		cmd.Env = os.Environ()
 	}
 	cmd.Env = callerEnv(cmd.Env, c)
-	return fmt.Sprintf(" (recipe steps run as the user who asked, uid %d: they must be able to enter %s and read its inputs)", c.UID, r.Dir)
+	return fmt.Sprintf(" (recipe steps run as the user who asked, uid %d: they must be able to enter %s and read its inputs)", c.UID, b.Dir)
 }
 
 // rootAuthored reports a recipe that root wrote and only root can change
 // (file and dir owned by uid 0, not group/other writable): its commands
 // are root's own, and they run as root even under sudo, where the user
 // behind sudo may not be able to enter a dir like /root/project.
-func rootAuthored(r *recipe.Recipe) bool {
-	for _, p := range []string{r.Path, r.Dir} {
+func rootAuthored(b Build) bool {
+	for _, p := range []string{b.Path, b.Dir} {
 		var st syscall.Stat_t
 		if syscall.Stat(p, &st) != nil || st.Uid != 0 || st.Mode&0o022 != 0 {
 			return false

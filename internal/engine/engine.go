@@ -1,7 +1,10 @@
-// Package engine defines what dbfork needs from a database server:
-// initialise a data dir, start it under a profile, know when it is really
-// ready, load recipe steps into it, stop it cleanly, and describe how
-// clients connect. postgres/ (and mysql/) implement it.
+// Package engine defines what dbfork needs from a database server, in
+// two interfaces: Engine, the server lifecycle (initialise a data dir,
+// start it under a profile, know when it is really ready, stop it
+// cleanly, describe how clients connect), and Loader (create a build's
+// database, load steps into it, finish it for cloning). postgres/ and
+// mysql/ implement both. The package takes plain values (Cluster, Build,
+// Step, Want) and knows nothing of recipe files; golden translates.
 package engine
 
 import (
@@ -14,7 +17,6 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/proc"
-	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -24,7 +26,10 @@ const (
 	ProfileTest = "test" // durability off, small memory: clones
 )
 
-// Engine is one database server flavour with its binaries located.
+// Engine is one database server flavour with its binaries located: the
+// server lifecycle (init, start until ready, stop, how clients connect).
+// Loading a golden's content into a build server is a separate concern
+// (Loader), which the same value usually implements too.
 //
 // Checklist for an implementation (the shared suite in enginetest checks
 // each point):
@@ -43,16 +48,9 @@ type Engine interface {
 	Version(ctx context.Context) (string, error)
 	// InitOptions are the init-time choices that change the data dir;
 	// they are part of the key.
-	InitOptions(r *recipe.Recipe) map[string]string
+	InitOptions(c Cluster) map[string]string
 	Init(ctx context.Context, spec InitSpec) error
 	Start(ctx context.Context, spec StartSpec) (*Server, error)
-	// Setup creates the recipe's database and owner on a fresh build
-	// server.
-	Setup(ctx context.Context, srv *Server, r *recipe.Recipe) error
-	// Load runs one recipe step against a running build server.
-	Load(ctx context.Context, srv *Server, r *recipe.Recipe, st recipe.Step, out LogWriter) error
-	// Finish prepares a loaded golden for cloning (freeze, analyze).
-	Finish(ctx context.Context, srv *Server, r *recipe.Recipe) error
 	Stop(ctx context.Context, srv *Server, clean bool) error
 	// PIDFile is where the server writes its PID in a data dir: the
 	// fallback record when a crash came before dbfork wrote its own.
@@ -67,7 +65,7 @@ type LogWriter interface{ Write([]byte) (int, error) }
 // InitSpec says where and for whom to create a cluster.
 type InitSpec struct {
 	DataDir string
-	Recipe  *recipe.Recipe
+	Cluster Cluster
 	User    store.User
 	LogFile string
 }
@@ -79,14 +77,17 @@ type StartSpec struct {
 	LogFile   string
 	RunDir    string // private dir for generated config (pg_hba.conf)
 	Port      int    // 0: pick a free loopback port
-	Listen    bool   // also listen on 127.0.0.1:Port
-	Profile   string
-	Settings  map[string]string // recipe [settings], applied last
-	User      store.User
-	Database  string
-	Owner     string
-	Password  string // set for Owner once ready (TCP logins need it); empty: none
-	Timeout   time.Duration
+	// TryPorts are picked first when Port is 0, before asking the kernel
+	// (tests hold a port here to prove a collision is retried).
+	TryPorts []int
+	Listen   bool // also listen on 127.0.0.1:Port
+	Profile  string
+	Settings map[string]string // recipe [settings], applied last
+	User     store.User
+	Database string
+	Owner    string
+	Password string // set for Owner once ready (TCP logins need it); empty: none
+	Timeout  time.Duration
 	// OnLaunch is called as soon as the server process exists, before
 	// waiting for it to be ready, so the caller can record it.
 	OnLaunch func(*Server) error
@@ -117,9 +118,6 @@ type Server struct {
 
 	exited <-chan struct{} // closed when our child exits (nil if not ours)
 }
-
-// SetExited records the channel that closes when the server process exits.
-func (s *Server) SetExited(ch <-chan struct{}) { s.exited = ch }
 
 // Exited reports whether a server we started has already exited.
 func (s *Server) Exited() bool {

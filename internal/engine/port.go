@@ -1,39 +1,94 @@
 package engine
 
 import (
+	"context"
+	"fmt"
 	"net"
-	"sync"
+	"os"
+	"strings"
+	"time"
 )
-
-var forced struct {
-	sync.Mutex
-	ports []int
-}
-
-// ForcePorts makes the next calls of FreePort hand out these ports before
-// asking the kernel. Tests hold a port and force it, to prove that a
-// server finding its port taken is retried on another.
-func ForcePorts(ports ...int) {
-	forced.Lock()
-	defer forced.Unlock()
-	forced.ports = append(forced.ports, ports...)
-}
 
 // FreePort asks the kernel for a free loopback port. Another process can
 // take it before the server binds it, so Start retries on a collision.
 func FreePort() (int, error) {
-	forced.Lock()
-	if len(forced.ports) > 0 {
-		p := forced.ports[0]
-		forced.ports = forced.ports[1:]
-		forced.Unlock()
-		return p, nil
-	}
-	forced.Unlock()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startTries is how often a server is started on a new port after the
+// one picked for it was taken between probe and bind.
+const startTries = 5
+
+// StartOnFreePort is the port half of every engine's Start: it runs start
+// on spec.Port or, when that is 0, on a free loopback port (spec.TryPorts
+// first), and again on another port while the server log (spec.LogFile)
+// says, in one of takenSays, that the port was taken meanwhile.
+func StartOnFreePort(spec StartSpec, takenSays []string, start func(port int) (*Server, error)) (*Server, error) {
+	tryPorts := spec.TryPorts
+	var lastErr error
+	for attempt := 0; attempt < startTries; attempt++ {
+		port := spec.Port
+		if port == 0 && len(tryPorts) > 0 {
+			port, tryPorts = tryPorts[0], tryPorts[1:]
+		} else if port == 0 {
+			var err error
+			if port, err = FreePort(); err != nil {
+				return nil, err
+			}
+		}
+		srv, err := start(port)
+		if err == nil || spec.Port != 0 || !logSays(spec.LogFile, takenSays) {
+			return srv, err
+		}
+		lastErr = err // someone took the port between probe and bind
+	}
+	return nil, lastErr
+}
+
+func logSays(logFile string, phrases []string) bool {
+	data, _ := os.ReadFile(logFile)
+	for _, p := range phrases {
+		if strings.Contains(string(data), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitReady is the readiness half of every engine's Start: it calls try
+// (a real query through a real connection, which it returns) until it
+// succeeds, the server exits, or timeout passes; failures carry the
+// server log's tail. Polls start 1 ms apart and stay at most 10 ms apart:
+// a server is ready in 40-60 ms, and a coarser poll only adds to it.
+func WaitReady[C any](ctx context.Context, srv *Server, timeout time.Duration, try func(ctx context.Context) (C, error)) (C, error) {
+	var none C
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	delay := time.Millisecond
+	var lastErr error
+	for {
+		if srv.Exited() {
+			return none, fmt.Errorf("%s exited during start; server log %s ends with:\n%s", srv.Engine, srv.LogFile, LogTail(srv.LogFile, 20))
+		}
+		c, err := try(ctx)
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return none, fmt.Errorf("%s not ready after %s (%v); server log %s ends with:\n%s", srv.Engine, timeout, lastErr, srv.LogFile, LogTail(srv.LogFile, 20))
+		case <-t.C:
+		}
+		if delay < 10*time.Millisecond {
+			delay = delay * 3 / 2
+		}
+	}
 }

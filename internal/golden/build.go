@@ -140,6 +140,10 @@ func BuildKeyed(ctx context.Context, s *store.Store, eng engine.Engine, r *recip
 
 func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, key, version string, inputs []Input, o Options) (g *Golden, err error) {
 	start := time.Now()
+	ld, err := loaderOf(eng)
+	if err != nil {
+		return nil, err
+	}
 	tmp, err := os.MkdirTemp(s.GoldensDir(), tmpPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("create build dir: %w", err)
@@ -173,7 +177,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 
 	o.Progress.Step("initialise " + eng.Name() + " cluster")
 	o.Log.Info("init", "engine", eng.Name(), "version", version, "dir", tmp)
-	if err := eng.Init(ctx, engine.InitSpec{DataDir: data, Recipe: r, User: s.User, LogFile: filepath.Join(tmp, "init.log")}); err != nil {
+	if err := eng.Init(ctx, engine.InitSpec{DataDir: data, Cluster: ClusterOf(r), User: s.User, LogFile: filepath.Join(tmp, "init.log")}); err != nil {
 		return nil, err
 	}
 	faults.At("build:init")
@@ -185,10 +189,13 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err := startBuildServer(ctx, bu, eng, r, tmp, &srv); err != nil {
 		return nil, err
 	}
-	if err := loadSteps(ctx, eng, srv, r, inputs, buildLog, o); err != nil {
+	if err := ld.Setup(ctx, srv, BuildOf(r)); err != nil {
 		return nil, err
 	}
-	if err := stopBuildServer(ctx, bu, eng, srv, r, tmp, o); err != nil {
+	if err := loadSteps(ctx, ld, srv, r, inputs, buildLog, o); err != nil {
+		return nil, err
+	}
+	if err := stopBuildServer(ctx, bu, eng, ld, srv, r, tmp, o); err != nil {
 		return nil, err
 	}
 	srv = nil
@@ -210,23 +217,31 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err != nil {
 		return nil, fmt.Errorf("checksum golden: %w", err)
 	}
-	m := &Manifest{
-		Format: formatVersion, Key: key, Engine: eng.Name(), EngineVersion: version,
-		InitOptions: eng.InitOptions(r), Recipe: r.Path, Database: r.Database, Owner: r.Owner,
-		Inputs: inputs, Created: time.Now().UTC(), BuildSeconds: time.Since(start).Seconds(),
-		TotalBytes: total, Files: files, GroupShared: shared,
-	}
-	for _, st := range r.Steps {
-		if st.Kind == recipe.StepRun {
-			m.Commands = append(m.Commands, st.Command)
-		}
-	}
+	m := newManifest(eng, r, key, version, inputs)
+	m.BuildSeconds, m.TotalBytes, m.Files = time.Since(start).Seconds(), total, files
+	m.GroupShared = shared
 	g, err = Publish(s, tmp, m, "build")
 	if err != nil {
 		return nil, err
 	}
 	o.Log.Info("golden published", "key", key, "bytes", total, "seconds", m.BuildSeconds)
 	return g, nil
+}
+
+// newManifest describes a golden of r built by eng (files and sizes are
+// filled in once it is stopped).
+func newManifest(eng engine.Engine, r *recipe.Recipe, key, version string, inputs []Input) *Manifest {
+	m := &Manifest{
+		Format: formatVersion, Key: key, Engine: eng.Name(), EngineVersion: version,
+		InitOptions: eng.InitOptions(ClusterOf(r)), Recipe: r.Path, Database: r.Database, Owner: r.Owner,
+		Inputs: inputs, Created: time.Now().UTC(),
+	}
+	for _, st := range r.Steps {
+		if st.Kind == recipe.StepRun {
+			m.Commands = append(m.Commands, st.Command)
+		}
+	}
+	return m
 }
 
 // prepareBuildDir lays out a new build dir: its key, an empty data dir and
@@ -253,8 +268,7 @@ func prepareBuildDir(s *store.Store, tmp, key string) (data, sock string, err er
 	return data, sock, nil
 }
 
-// startBuildServer starts the build server on tmp's data dir and creates
-// the recipe's database. *srv is set (and recorded in tmp) as soon as the
+// startBuildServer starts the build server on tmp's data dir. *srv is set (and recorded in tmp) as soon as the
 // process exists, before it is ready: a crash while it starts must not
 // leave a server gc cannot find.
 func startBuildServer(ctx context.Context, u store.User, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server) error {
@@ -271,7 +285,7 @@ func startBuildServer(ctx context.Context, u store.User, eng engine.Engine, r *r
 		return err
 	}
 	faults.At("build:started")
-	return eng.Setup(ctx, started, r)
+	return nil
 }
 
 // buildSpec is how a server starts on the build dir tmp: the safe
@@ -302,12 +316,12 @@ type Sealer interface {
 
 // loadSteps runs the recipe's load steps, then checks the inputs still
 // hold what the key was computed from.
-func loadSteps(ctx context.Context, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, inputs []Input, buildLog *os.File, o Options) error {
+func loadSteps(ctx context.Context, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, inputs []Input, buildLog *os.File, o Options) error {
 	for i, st := range r.Steps {
 		o.Progress.Step(fmt.Sprintf("[%d/%d] %s", i+1, len(r.Steps), st.Name))
 		o.Log.Info("load step", "n", i+1, "kind", st.Kind, "name", st.Name)
 		fmt.Fprintf(buildLog, "== step %d: %s\n", i+1, st.Name)
-		if err := eng.Load(ctx, srv, r, st, buildLog); err != nil {
+		if err := ld.Load(ctx, srv, BuildOf(r), StepOf(st), buildLog); err != nil {
 			return fmt.Errorf("load step %d (%s): %w", i+1, st.Name, err)
 		}
 	}
@@ -317,9 +331,9 @@ func loadSteps(ctx context.Context, eng engine.Engine, srv *engine.Server, r *re
 
 // stopBuildServer finishes the golden in the server (freeze, analyze,
 // checkpoint), stops it cleanly and checks it shut down clean.
-func stopBuildServer(ctx context.Context, u store.User, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
+func stopBuildServer(ctx context.Context, u store.User, eng engine.Engine, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
 	o.Progress.Step("freeze, analyze and checkpoint")
-	if err := eng.Finish(ctx, srv, r); err != nil {
+	if err := ld.Finish(ctx, srv, BuildOf(r)); err != nil {
 		return err
 	}
 	o.Progress.Step("clean shutdown")

@@ -51,7 +51,7 @@ func Key(ctx context.Context, eng engine.Engine, r *recipe.Recipe, hc *HashCache
 	}
 	m := keyMaterial{
 		Format: formatVersion, Engine: eng.Name(), ServerVersion: version,
-		Init: eng.InitOptions(r), Freeze: r.Freeze,
+		Init: eng.InitOptions(ClusterOf(r)), Freeze: r.Freeze,
 	}
 	var inputs []Input
 	for i, st := range r.Steps {

@@ -29,12 +29,20 @@ type Options struct {
 	Owner    string
 	Password string // empty: a random one
 	Recipe   string // absolute path of the recipe, recorded for `dbfork reset`
+	// TryPorts are ports the server tries first (engine.StartSpec.TryPorts;
+	// tests hold one to prove a taken port is retried).
+	TryPorts []int
 }
 
 // Instance is a created instance and the lock that marks it in use.
 type Instance struct {
 	State *State
 	lock  *lockfile.Lock
+	// PrepareAhead: after a Reset whose later work runs in the background
+	// (the daemon), make the clone for the next reset there too (ahead.go).
+	PrepareAhead bool
+	ahead        *aheadWork
+	removing     <-chan struct{} // closed when the last reset's after-work ended
 }
 
 // Detach marks the instance as living on after this process (`up`): from
@@ -69,14 +77,8 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err != nil {
 		return nil, err
 	}
-	dir := s.InstanceDir(id)
-	st := &State{
-		ID: id, Key: g.Key, Engine: eng.Name(), Backend: b.Name(), BackendWhy: why,
-		Status: StatusCreating, Detached: o.Detached, Dir: dir,
-		DataDir: filepath.Join(dir, "data"), Scratch: filepath.Join(dir, "scratch"),
-		Created: time.Now().UTC(), Recipe: o.Recipe, Settings: o.Settings,
-	}
-	st.PIDFile = eng.PIDFile(st.DataDir)
+	st := newState(s, id, eng, g, b.Name(), why, o)
+	dir := st.Dir
 	in = &Instance{State: st, lock: lock}
 	defer func() {
 		if err != nil {
@@ -88,18 +90,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 			_ = os.Remove(lockPath(s, id))
 		}
 	}()
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create instance dir: %w", err)
-	}
-	if sz := cowExtSize(eng); sz > 0 {
-		// Inherited by everything created below: reflinked files and an
-		// overlay's upper dir. Only a hint; a failure costs disk, not
-		// correctness.
-		if err := fsutil.SetCowExtSize(dir, sz); err != nil {
-			slog.Debug("cowextsize not set", "dir", dir, "err", err)
-		}
-	}
-	if err := st.save(); err != nil {
+	if err := makeDir(eng, st); err != nil {
 		return nil, err
 	}
 	u, err := claimUser(s, st)
@@ -109,16 +100,13 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
 		return nil, fmt.Errorf("clone golden %s with %s: %w", g.Key[:12], b.Name(), err)
 	}
-	if err := handOver(st.DataDir, u); err != nil {
+	if err := handOver(st.DataDir, u.UID); err != nil {
 		return nil, err
 	}
 	st.CloneMs = ms(time.Since(t0))
 	faults.At("up:cloned")
-	sock := filepath.Join(dir, "sock")
-	if err := os.Mkdir(sock, 0o700); err != nil {
-		return nil, err
-	}
-	if err := u.Chown(sock); err != nil {
+	sock, err := socketDir(u, dir)
+	if err != nil {
 		return nil, err
 	}
 	pw := o.Password
@@ -130,7 +118,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 		DataDir: st.DataDir, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"), RunDir: dir,
 		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: u,
 		Database: orDefault(o.Database, g.Manifest.Database), Owner: orDefault(o.Owner, g.Manifest.Owner),
-		Password: pw, Wrap: wrapFor(b, g, st),
+		Password: pw, Wrap: wrapFor(b, g, st), TryPorts: o.TryPorts,
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
 	})
 	if srv != nil {
@@ -151,8 +139,48 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	return in, nil
 }
 
+// newState is the first record of a new instance: creating, no server.
+func newState(s *store.Store, id string, eng engine.Engine, g *golden.Golden, backendName, why string, o Options) *State {
+	dir := s.InstanceDir(id)
+	st := &State{
+		ID: id, Key: g.Key, Engine: eng.Name(), Backend: backendName, BackendWhy: why,
+		Status: StatusCreating, Detached: o.Detached, Dir: dir,
+		DataDir: filepath.Join(dir, "data"), Scratch: filepath.Join(dir, "scratch"),
+		Created: time.Now().UTC(), Recipe: o.Recipe, Settings: o.Settings,
+	}
+	st.PIDFile = eng.PIDFile(st.DataDir)
+	return st
+}
+
+// makeDir creates the instance dir (with eng's copy-on-write extent size
+// hint) and records the instance in it.
+func makeDir(eng engine.Engine, st *State) error {
+	if err := os.Mkdir(st.Dir, 0o755); err != nil {
+		return fmt.Errorf("create instance dir: %w", err)
+	}
+	if sz := cowExtSize(eng); sz > 0 {
+		// Inherited by everything created below: reflinked files and an
+		// overlay's upper dir. Only a hint; a failure costs disk, not
+		// correctness.
+		if err := fsutil.SetCowExtSize(st.Dir, sz); err != nil {
+			slog.Debug("cowextsize not set", "dir", st.Dir, "err", err)
+		}
+	}
+	return st.save()
+}
+
+// socketDir makes the server's private socket dir in dir.
+func socketDir(u store.User, dir string) (string, error) {
+	sock := filepath.Join(dir, "sock")
+	if err := os.Mkdir(sock, 0o700); err != nil {
+		return "", err
+	}
+	return sock, u.Chown(sock)
+}
+
 // Destroy stops and removes an instance this process holds.
 func (in *Instance) Destroy(ctx context.Context, s *store.Store) error {
+	in.stopAhead()
 	err := teardown(ctx, in.State)
 	in.lock.Release()
 	if err == nil {

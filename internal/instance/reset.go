@@ -35,28 +35,20 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 		later = func(f func()) { f() }
 	}
 	st := in.State
-	if st.Server == nil || st.Conn == nil || st.Status != StatusReady {
-		return errs.Conflict("instance %s is %s, not ready: only a ready instance can be reset", st.ID, st.Status)
-	}
-	if g.Key != st.Key {
-		return errs.Invalid("instance %s is a clone of golden %s, not %s", st.ID, short(st.Key), short(g.Key))
-	}
 	if err := golden.Share(s, g); err != nil {
 		return err
 	}
-	if err := golden.CheckClonable(g); err != nil {
-		return err
-	}
-	b, err := backend.Get(st.Backend)
+	b, err := resettable(st, g)
 	if err != nil {
 		return err
 	}
 	t0 := time.Now()
-	steps := map[string]float64{}
-	lap := func(name string, since time.Time) time.Time {
-		steps[name] = ms(time.Since(since))
-		return time.Now()
+	ready, err := in.takeAhead(ctx)
+	if err != nil {
+		return err
 	}
+	rs := &resetRun{st: st, b: b, g: g, t0: t0, steps: map[string]float64{}, ready: ready}
+	rs.t = rs.t0
 	old := *st.Server
 	st.Status = StatusResetting
 	if err := st.save(); err != nil {
@@ -70,62 +62,24 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	if err != nil {
 		return err
 	}
-	next, aside := st.DataDir+nextSuffix, st.DataDir+asideSuffix
-	t := t0
 	if !mounted {
-		if err := removeClone(ctx, b, next, st.Scratch+nextSuffix); err != nil {
+		if err := rs.cloneBeside(ctx); err != nil {
 			return err
 		}
-		if err := b.Prepare(ctx, g.DataDir(), next, st.Scratch+nextSuffix); err != nil {
-			return fmt.Errorf("clone golden %s with %s: %w", short(g.Key), b.Name(), err)
-		}
-		if err := handOver(next, s.UserOf(st.UID)); err != nil {
-			return err
-		}
-		t = lap("clone", t)
 	}
-	if err := engine.StopRecorded(ctx, st.Server, false); err != nil {
-		return fmt.Errorf("stop server of %s: %w", st.ID, err)
-	}
-	st.Server = nil // the pid file stays the fallback record
-	if err := st.save(); err != nil {
+	if err := rs.stopServer(ctx); err != nil {
 		return err
 	}
-	if err := killUserProcesses(ctx, st); err != nil {
-		return err
-	}
-	t = lap("stop", t)
 	faults.At("reset:stopped")
 	if mounted {
-		if err := removeClone(ctx, b, st.DataDir, st.Scratch); err != nil {
+		if err := rs.recloneInPlace(ctx); err != nil {
 			return err
 		}
-		t = lap("remove", t)
-		if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
-			return fmt.Errorf("clone golden %s with %s: %w", short(g.Key), b.Name(), err)
-		}
-		if err := handOver(st.DataDir, s.UserOf(st.UID)); err != nil {
-			return err
-		}
-		t = lap("clone", t)
 	} else {
-		if err := removeClone(ctx, b, aside, st.Scratch+asideSuffix); err != nil {
+		if err := rs.swapIn(ctx); err != nil {
 			return err
 		}
-		if err := os.Rename(st.DataDir, aside); err != nil {
-			return fmt.Errorf("set the old clone aside: %w", err)
-		}
-		if err := os.Rename(next, st.DataDir); err != nil {
-			return fmt.Errorf("swap in the new clone: %w", err)
-		}
-		if _, ok := b.(backend.Namespaced); ok {
-			// Its content is in the scratch dir (the upper dir): swap that too.
-			if err := swapScratch(st.Scratch); err != nil {
-				return err
-			}
-		}
-		t = lap("swap", t)
-		defer later(func() { _ = removeClone(context.Background(), b, aside, st.Scratch+asideSuffix) })
+		defer later(in.afterReset(b, g))
 	}
 	faults.At("reset:cloned")
 	srv, err := eng.Start(ctx, engine.StartSpec{
@@ -140,12 +94,124 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	if err != nil {
 		return fmt.Errorf("start server after reset: %w", err)
 	}
-	lap("start", t)
+	rs.lap("start")
 	st.Status = StatusReady
-	st.ResetSteps = steps
+	st.ResetSteps = rs.steps
 	st.Resets++
-	st.ResetMs = ms(time.Since(t0))
+	st.ResetMs = ms(time.Since(rs.t0))
 	return st.save()
+}
+
+// resettable checks st is a ready clone of g and returns its backend.
+func resettable(st *State, g *golden.Golden) (backend.Backend, error) {
+	if st.Server == nil || st.Conn == nil || st.Status != StatusReady {
+		return nil, errs.Conflict("instance %s is %s, not ready: only a ready instance can be reset", st.ID, st.Status)
+	}
+	if g.Key != st.Key {
+		return nil, errs.Invalid("instance %s is a clone of golden %s, not %s", st.ID, short(st.Key), short(g.Key))
+	}
+	if err := golden.CheckClonable(g); err != nil {
+		return nil, err
+	}
+	return backend.Get(st.Backend)
+}
+
+// resetRun is one Reset under way: what it works on and how long each
+// step took (State.ResetSteps).
+type resetRun struct {
+	st    *State
+	b     backend.Backend
+	g     *golden.Golden
+	t0, t time.Time
+	steps map[string]float64
+	ready bool // the next clone was made ahead (ahead.go)
+}
+
+// lap records the time since the last lap as step name.
+func (rs *resetRun) lap(name string) {
+	rs.steps[name] = ms(time.Since(rs.t))
+	rs.t = time.Now()
+}
+
+// cloneBeside makes the next clone beside the running server's.
+func (rs *resetRun) cloneBeside(ctx context.Context) error {
+	st, next := rs.st, rs.st.DataDir+nextSuffix
+	if rs.ready {
+		rs.lap("wait for the clone made ahead")
+		return nil
+	}
+	if err := removeClone(ctx, rs.b, next, st.Scratch+nextSuffix); err != nil {
+		return err
+	}
+	if err := rs.b.Prepare(ctx, rs.g.DataDir(), next, st.Scratch+nextSuffix); err != nil {
+		return fmt.Errorf("clone golden %s with %s: %w", short(rs.g.Key), rs.b.Name(), err)
+	}
+	if err := handOver(next, st.UID); err != nil {
+		return err
+	}
+	rs.lap("clone")
+	return nil
+}
+
+// stopServer stops the instance's server at once (its data is thrown
+// away); the pid file stays the fallback record.
+func (rs *resetRun) stopServer(ctx context.Context) error {
+	st := rs.st
+	if err := engine.StopRecorded(ctx, st.Server, false); err != nil {
+		return fmt.Errorf("stop server of %s: %w", st.ID, err)
+	}
+	st.Server = nil
+	if err := st.save(); err != nil {
+		return err
+	}
+	// What the test's SQL started goes too (it would also keep a mounted
+	// clone busy).
+	if err := killUserProcesses(ctx, st); err != nil {
+		return err
+	}
+	rs.lap("stop")
+	return nil
+}
+
+// recloneInPlace removes a mounted clone and makes it again from the
+// golden while the server is down.
+func (rs *resetRun) recloneInPlace(ctx context.Context) error {
+	st := rs.st
+	if err := removeClone(ctx, rs.b, st.DataDir, st.Scratch); err != nil {
+		return err
+	}
+	rs.lap("remove")
+	if err := rs.b.Prepare(ctx, rs.g.DataDir(), st.DataDir, st.Scratch); err != nil {
+		return fmt.Errorf("clone golden %s with %s: %w", short(rs.g.Key), rs.b.Name(), err)
+	}
+	if err := handOver(st.DataDir, st.UID); err != nil {
+		return err
+	}
+	rs.lap("clone")
+	return nil
+}
+
+// swapIn sets the old clone aside and renames the next one into place.
+func (rs *resetRun) swapIn(ctx context.Context) error {
+	st := rs.st
+	next, aside := st.DataDir+nextSuffix, st.DataDir+asideSuffix
+	if err := removeClone(ctx, rs.b, aside, st.Scratch+asideSuffix); err != nil {
+		return err
+	}
+	if err := os.Rename(st.DataDir, aside); err != nil {
+		return fmt.Errorf("set the old clone aside: %w", err)
+	}
+	if err := os.Rename(next, st.DataDir); err != nil {
+		return fmt.Errorf("swap in the new clone: %w", err)
+	}
+	if _, ok := rs.b.(backend.Namespaced); ok {
+		// Its content is in the scratch dir (the upper dir): swap that too.
+		if err := swapScratch(st.Scratch); err != nil {
+			return err
+		}
+	}
+	rs.lap("swap")
+	return nil
 }
 
 // Beside the clone during a reset: the next one, made while the server
@@ -154,6 +220,7 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 const (
 	nextSuffix  = ".next"
 	asideSuffix = ".old"
+	trashSuffix = ".old2" // the old clone while the background removes it (ahead.go)
 )
 
 // removeClone undoes Prepare at clone/scratch (idempotent).

@@ -39,7 +39,7 @@ func teardown(ctx context.Context, st *State) error {
 			return fmt.Errorf("remove clone of %s: %w", st.ID, err)
 		}
 	}
-	for _, sfx := range []string{nextSuffix, asideSuffix} { // left by a reset
+	for _, sfx := range []string{nextSuffix, asideSuffix, trashSuffix} { // left by a reset
 		if b, err := backend.Get(st.Backend); err == nil {
 			if err := removeClone(ctx, b, st.DataDir+sfx, st.Scratch+sfx); err != nil {
 				return err

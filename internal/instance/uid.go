@@ -35,12 +35,12 @@ func claimUser(s *store.Store, st *State) (store.User, error) {
 // PostgreSQL demands of a data dir). The files below stay the server
 // user's, shared with its group (golden.Share), so reaching them takes
 // passing this root.
-func handOver(clone string, u store.User) error {
-	if !store.IsDynamicUID(u.UID) {
+func handOver(clone string, uid int) error {
+	if !store.IsDynamicUID(uid) {
 		return nil
 	}
-	if err := os.Lchown(clone, u.UID, u.GID); err != nil {
-		return fmt.Errorf("give clone to uid %d: %w", u.UID, err)
+	if err := os.Lchown(clone, uid, uid); err != nil { // its gid is its uid
+		return fmt.Errorf("give clone to uid %d: %w", uid, err)
 	}
 	return os.Chmod(clone, 0o700)
 }

@@ -46,7 +46,7 @@ func buildGolden(t *testing.T, s *store.Store, proj string, smallRows int) *gold
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engines.Open(context.Background(), r)
+	eng, err := engines.Open(context.Background(), golden.EngineWant(r))
 	if err != nil {
 		t.Fatal(err)
 	}

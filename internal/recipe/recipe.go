@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -360,71 +359,6 @@ func (r *Recipe) defaultName(st Step) string {
 		return "load " + r.Rel(st.Files[0])
 	}
 	return fmt.Sprintf("load %d SQL files", len(st.Files))
-}
-
-func (r *Recipe) resolve(p string) string {
-	if strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
-			p = filepath.Join(home, p[2:])
-		}
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(r.Dir, p)
-	}
-	return filepath.Clean(p)
-}
-
-// Rel names a file relative to the recipe directory when it lies below it.
-func (r *Recipe) Rel(p string) string {
-	if rel, err := filepath.Rel(r.Dir, p); err == nil && !strings.HasPrefix(rel, "..") {
-		return rel
-	}
-	return p
-}
-
-// expand resolves one pattern: a glob, a file, or a directory (every
-// regular file below it, sorted by path, which is how migration tools
-// order their files).
-func (r *Recipe) expand(pattern string) ([]string, error) {
-	if strings.TrimSpace(pattern) == "" {
-		return nil, fmt.Errorf("empty file name")
-	}
-	full := r.resolve(pattern)
-	matches, err := filepath.Glob(full)
-	if err != nil {
-		return nil, fmt.Errorf("bad pattern %q: %v", pattern, err)
-	}
-	if len(matches) == 0 {
-		if strings.ContainsAny(pattern, "*?[") {
-			return nil, fmt.Errorf("no file matches %q (relative to %s)", pattern, r.Dir)
-		}
-		return nil, fmt.Errorf("file %s not found", full)
-	}
-	sort.Strings(matches)
-	var out []string
-	for _, m := range matches {
-		fi, err := os.Stat(m)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", m, err)
-		}
-		if !fi.IsDir() {
-			out = append(out, m)
-			continue
-		}
-		err = filepath.WalkDir(m, func(p string, d os.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.Type().IsRegular() {
-				out = append(out, p)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", m, err)
-		}
-	}
-	return out, nil
 }
 
 func orDefault(v, d string) string {

@@ -15,12 +15,11 @@ import (
 	"github.com/dbfork/dbfork/internal/engine/mysql"
 	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/errs"
-	"github.com/dbfork/dbfork/internal/recipe"
 )
 
-// Open locates installed server binaries for a recipe (no engine cache),
-// and refuses recipe settings the engine keeps for itself.
-func Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
+// Open locates installed server binaries for r (no engine cache), and
+// refuses settings the engine keeps for itself.
+func Open(ctx context.Context, r engine.Want) (engine.Engine, error) {
 	e, err := open(ctx, r)
 	if err != nil {
 		return nil, err
@@ -31,7 +30,7 @@ func Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
 	return e, nil
 }
 
-func open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
+func open(ctx context.Context, r engine.Want) (engine.Engine, error) {
 	e, err := Lookup(r.Engine)
 	if err != nil {
 		return nil, err
@@ -52,9 +51,9 @@ func NewOpener(o fetch.Options) *Opener {
 	return &Opener{Cache: fetch.New(o), Offline: fetch.New(off)}
 }
 
-// Open returns an installed server matching the recipe, else (when the
-// recipe names a version and no bindir) a cached or fetched build.
-func (o *Opener) Open(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
+// Open returns an installed server matching r, else (when r names a
+// version and no bindir) a cached or fetched build.
+func (o *Opener) Open(ctx context.Context, r engine.Want) (engine.Engine, error) {
 	eng, err := Open(ctx, r)
 	if err == nil || o == nil || o.Cache == nil || r.Bindir != "" || r.Version == "" || !errors.Is(err, errs.ErrMissingTool) {
 		return eng, err

@@ -34,6 +34,8 @@ type Entry struct {
 	// Oldest is the oldest version dbfork can build goldens with (older
 	// builds are not fetched).
 	Oldest string
+	// Bench is what `dbfork bench` generates and runs on this engine.
+	Bench engine.BenchKit
 }
 
 var registry = map[string]Entry{
@@ -55,6 +57,7 @@ var registry = map[string]Entry{
 		Major: func(v string) string { return versionPart(v, 1) },
 		// initdb --wal-segsize (1 MiB WAL segments in goldens) came in 11.
 		Oldest: "11",
+		Bench:  postgres.BenchKit(),
 	},
 	"mariadb": mysqlEntry(mysql.MariaDB),
 	"mysql":   mysqlEntry(mysql.MySQL),
@@ -76,6 +79,7 @@ func mysqlEntry(f mysql.Flavor) Entry {
 			return filepath.Dir(e.Bin.Server), e.Bin.Info.Line, nil
 		},
 		Major: func(v string) string { return versionPart(v, 2) },
+		Bench: mysql.BenchKit(f),
 	}
 }
 

@@ -104,9 +104,9 @@ func TestMySQL(t *testing.T) {
 // The same suites as an unprivileged user: goldens built by the user,
 // instances on userns-overlay, reflink, btrfs and copy.
 func TestPostgresRootless(t *testing.T) {
-	enginetest.RunRootless(t, "^TestPostgres$/^(build|instances)$")
+	enginetest.RunRootless(t, "^TestPostgres$/^(driver|build|instances)$")
 }
 
 func TestMariaDBRootless(t *testing.T) {
-	enginetest.RunRootless(t, "^TestMariaDB$/^(build|instances)$")
+	enginetest.RunRootless(t, "^TestMariaDB$/^(driver|build|instances)$")
 }

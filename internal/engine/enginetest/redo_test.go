@@ -9,7 +9,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/mysql"
+	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/recipe"
@@ -29,27 +31,13 @@ func TestMariaDBSealedRedoLog(t *testing.T) {
 	if err != nil {
 		t.Skipf("MariaDB: %v", err) // TestMariaDB fails loudly where CI has it
 	}
-	root := testenv.Dir(t)
-	s, err := store.Open(filepath.Join(root, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := testenv.WriteRecipe(t, filepath.Join(root, "p"), "engine = \"mariadb\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"seed.sql\"]\n",
-		map[string]string{"seed.sql": "CREATE TABLE items(id int AUTO_INCREMENT PRIMARY KEY, name text NOT NULL);\nINSERT INTO items(name) SELECT CONCAT('item ', seq) FROM seq_1_to_1000;\n"})
-	r, err := recipe.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := golden.Build(ctx, s, eng, r, golden.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	size, owned := sizeAndOwned(t, filepath.Join(res.Golden.DataDir(), "ib_logfile0"))
+	s, g := buildSeed(t, eng, "mariadb", "CREATE TABLE items(id int AUTO_INCREMENT PRIMARY KEY, name text NOT NULL);\nINSERT INTO items(name) SELECT CONCAT('item ', seq) FROM seq_1_to_1000;\n")
+	size, owned := sizeAndOwned(t, filepath.Join(g.DataDir(), "ib_logfile0"))
 	if size != 256<<20 || owned > 1<<20 {
 		t.Fatalf("golden redo log: %d bytes long, owns %d; want 256 MiB owning < 1 MiB", size, owned)
 	}
 	for _, backend := range []string{"overlay", "copy"} {
-		in, err := instance.Create(ctx, s, eng, res.Golden, instance.Options{Backend: backend})
+		in, err := instance.Create(ctx, s, eng, g, instance.Options{Backend: backend})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,6 +67,28 @@ func TestMariaDBSealedRedoLog(t *testing.T) {
 	}
 }
 
+// buildSeed builds a golden of database shop loaded from one SQL file, in
+// a new store.
+func buildSeed(t *testing.T, eng engine.Engine, name, seed string) (*store.Store, *golden.Golden) {
+	t.Helper()
+	root := testenv.Dir(t)
+	s, err := store.Open(filepath.Join(root, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := testenv.WriteRecipe(t, filepath.Join(root, "p"), "engine = \""+name+"\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"seed.sql\"]\n",
+		map[string]string{"seed.sql": seed})
+	r, err := recipe.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := golden.Build(context.Background(), s, eng, r, golden.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, res.Golden
+}
+
 func sizeAndOwned(t *testing.T, path string) (int64, int64) {
 	t.Helper()
 	var st syscall.Stat_t
@@ -86,4 +96,54 @@ func sizeAndOwned(t *testing.T, path string) (int64, int64) {
 		t.Fatal(err)
 	}
 	return st.Size, st.Blocks * 512
+}
+
+// A PostgreSQL golden keeps only the WAL segment of its shutdown
+// checkpoint, mostly holes; clones start on it and write on.
+func TestPostgresSealedWAL(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	eng, err := postgres.New(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, g := buildSeed(t, eng, "postgres", "CREATE TABLE items AS SELECT g AS id, md5(g::text) AS name FROM generate_series(1, 100000) g;\nUPDATE items SET name = name || 'x';\n")
+	wal := filepath.Join(g.DataDir(), "pg_wal")
+	entries, err := os.ReadDir(wal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var segs []string
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			segs = append(segs, e.Name())
+		}
+	}
+	if len(segs) != 1 {
+		t.Fatalf("golden pg_wal holds %v, want the checkpoint's segment only", segs)
+	}
+	if _, owned := sizeAndOwned(t, filepath.Join(wal, segs[0])); owned > 64<<10 {
+		t.Fatalf("golden WAL segment owns %d bytes, want a few pages", owned)
+	}
+	in, err := instance.Create(ctx, s, eng, g, instance.Options{Backend: "copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Destroy(ctx, s)
+	db, err := sql.Open("pgx", in.State.Conn.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	// Enough WAL to need new segments (1 MiB each), then a checkpoint.
+	if _, err := db.ExecContext(ctx, "UPDATE items SET name = name || 'y'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "CHECKPOINT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM items WHERE name LIKE '%xy'").Scan(&n); err != nil || n != 100000 {
+		t.Fatalf("clone of the sealed golden: %d rows updated (%v), want 100000", n, err)
+	}
 }

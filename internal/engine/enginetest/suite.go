@@ -1,6 +1,7 @@
 // Package enginetest is the one suite every engine passes against real
-// servers: golden builds (cache, rebuild, failures, dumps) and instances
-// on every clone backend the machine can make.
+// servers: the engine driven alone (driver.go), golden builds (cache,
+// rebuild, failures, dumps) and instances on every clone backend the
+// machine can make.
 package enginetest
 
 import (
@@ -48,6 +49,7 @@ func Run(t *testing.T, d Dialect) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("driver", func(t *testing.T) { testDriver(t, d, eng) })
 	t.Run("build", func(t *testing.T) { testBuild(t, d, eng) })
 	t.Run("failures", func(t *testing.T) { testFailures(t, d, eng) })
 	t.Run("instances", func(t *testing.T) { testInstances(t, d, eng) })
@@ -332,8 +334,7 @@ func testPortTaken(t *testing.T, eng engine.Engine, d Dialect) {
 	defer l.Close()
 	held := l.Addr().(*net.TCPAddr).Port
 
-	engine.ForcePorts(held, held)
-	in, err := instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "auto"})
+	in, err := instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "auto", TryPorts: []int{held, held}})
 	if err != nil {
 		t.Fatalf("a taken port was not retried: %v", err)
 	}
@@ -352,8 +353,7 @@ func testPortTaken(t *testing.T, eng engine.Engine, d Dialect) {
 		t.Fatal(err)
 	}
 
-	engine.ForcePorts(held, held, held, held, held)
-	_, err = instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "auto"})
+	_, err = instance.Create(context.Background(), s, eng, res.Golden, instance.Options{Backend: "auto", TryPorts: []int{held, held, held, held, held}})
 	if err == nil || !strings.Contains(err.Error(), "already in use") {
 		t.Fatalf("five collisions: want an error with the log's \"already in use\", got %v", err)
 	}

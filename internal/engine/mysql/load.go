@@ -13,22 +13,21 @@ import (
 	"strings"
 
 	"github.com/dbfork/dbfork/internal/engine"
-	"github.com/dbfork/dbfork/internal/recipe"
 )
 
 // Load runs one recipe step: SQL files and mysqldump/mariadb-dump output
 // through the command-line client (which handles DELIMITER and the rest
 // of dump syntax), commands through sh with the MYSQL_* environment.
-func (e *Engine) Load(ctx context.Context, srv *engine.Server, r *recipe.Recipe, st recipe.Step, out engine.LogWriter) error {
+func (e *Engine) Load(ctx context.Context, srv *engine.Server, r engine.Build, st engine.Step, out engine.LogWriter) error {
 	switch st.Kind {
-	case recipe.StepSQL, recipe.StepDump:
+	case engine.StepSQL, engine.StepDump:
 		for _, f := range st.Files {
 			if err := e.clientFile(ctx, srv, r, f, out); err != nil {
 				return err
 			}
 		}
 		return nil
-	case recipe.StepRun:
+	case engine.StepRun:
 		return engine.RunCommand(ctx, r, st, e.Conn(srv).Env, out)
 	}
 	return fmt.Errorf("unknown step kind %q", st.Kind)
@@ -40,7 +39,7 @@ func (e *Engine) Load(ctx context.Context, srv *engine.Server, r *recipe.Recipe,
 // 127.0.0.1 with the build password, and a shell running as that user
 // opens the file: what the file makes the client do (`system`, `\!`) and
 // whether it can be read at all are that user's rights, not root's.
-func (e *Engine) clientFile(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
+func (e *Engine) clientFile(ctx context.Context, srv *engine.Server, r engine.Build, file string, out engine.LogWriter) error {
 	args := []string{"--no-defaults", "--batch", "--user=" + srv.User, "--database=" + srv.Database}
 	if e.Bin.Info.Flavor == MariaDB {
 		args = append(args, "--skip-ssl") // the servers run without TLS; 11.4's client requires it by default

@@ -11,7 +11,6 @@ import (
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
-	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -42,9 +41,9 @@ func (e *Engine) Name() string { return string(e.Bin.Info.Flavor) }
 
 func (e *Engine) Version(ctx context.Context) (string, error) { return e.Bin.Info.Line, nil }
 
-func (e *Engine) InitOptions(r *recipe.Recipe) map[string]string {
+func (e *Engine) InitOptions(c engine.Cluster) map[string]string {
 	return map[string]string{
-		"database": r.Database, "owner": r.Owner,
+		"database": c.Database, "owner": c.Owner,
 		"layout": strings.Join(innodbLayout(e.Bin.Info, false), " "),
 	}
 }
@@ -54,7 +53,7 @@ func (e *Engine) PIDFile(dataDir string) string { return filepath.Join(dataDir, 
 
 // Init creates a data dir with the server's own tool, as the server user.
 func (e *Engine) Init(ctx context.Context, spec engine.InitSpec) error {
-	if spec.Recipe.Owner == "root" {
+	if spec.Cluster.Owner == "root" {
 		return errs.Invalid("owner = \"root\" is reserved on %s; name another owner in dbfork.toml", e.Name())
 	}
 	tool := e.Bin.Install
@@ -87,7 +86,7 @@ func (e *Engine) Init(ctx context.Context, spec engine.InitSpec) error {
 
 // Setup creates the recipe's database and owner and removes the root
 // accounts that would accept TCP logins without a password.
-func (e *Engine) Setup(ctx context.Context, srv *engine.Server, r *recipe.Recipe) error {
+func (e *Engine) Setup(ctx context.Context, srv *engine.Server, r engine.Build) error {
 	db, err := open(ctx, srv, "root", "")
 	if err != nil {
 		return err
@@ -121,7 +120,7 @@ func (e *Engine) Setup(ctx context.Context, srv *engine.Server, r *recipe.Recipe
 
 // Finish asks for a slow shutdown: full purge and change buffer merge, so
 // no clone starts with background work pending.
-func (e *Engine) Finish(ctx context.Context, srv *engine.Server, r *recipe.Recipe) error {
+func (e *Engine) Finish(ctx context.Context, srv *engine.Server, r engine.Build) error {
 	db, err := open(ctx, srv, "root", "")
 	if err != nil {
 		return err
@@ -207,3 +206,8 @@ func privateTmp(dir string, u store.User) (string, error) {
 	}
 	return tmp, u.Chown(tmp)
 }
+
+var (
+	_ engine.Engine = (*Engine)(nil)
+	_ engine.Loader = (*Engine)(nil)
+)

@@ -30,22 +30,9 @@ func (nopLogger) Print(...any) {}
 // Start runs the server directly (its PID is what we record). On a port
 // collision it retries with another port.
 func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (*engine.Server, error) {
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port := spec.Port
-		if port == 0 {
-			var err error
-			if port, err = engine.FreePort(); err != nil {
-				return nil, err
-			}
-		}
-		srv, err := e.startOnce(ctx, spec, port)
-		if err == nil || spec.Port != 0 || !portTaken(spec.LogFile) {
-			return srv, err
-		}
-		lastErr = err
-	}
-	return nil, lastErr
+	return engine.StartOnFreePort(spec, []string{"Address already in use", "Do you already have another"}, func(port int) (*engine.Server, error) {
+		return e.startOnce(ctx, spec, port)
+	})
 }
 
 func (e *Engine) argv(spec engine.StartSpec, port int) []string {
@@ -114,7 +101,7 @@ func (e *Engine) startOnce(ctx context.Context, spec engine.StartSpec, port int)
 		timeout = 2 * time.Minute
 	}
 	// The connection that proved the server ready prepares it too.
-	db, err := e.waitReady(ctx, srv, timeout)
+	db, err := engine.WaitReady(ctx, srv, timeout, func(ctx context.Context) (*sql.DB, error) { return ready(ctx, srv) })
 	if err != nil {
 		return srv, err
 	}
@@ -156,47 +143,22 @@ func open(ctx context.Context, srv *engine.Server, user, db string) (*sql.DB, er
 	return d, nil
 }
 
-// waitReady polls until `SELECT 1` succeeds as root over the socket and
-// returns that connection. Polls start at 1 ms and stay at most 10 ms
-// apart.
-func (e *Engine) waitReady(ctx context.Context, srv *engine.Server, timeout time.Duration) (*sql.DB, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	delay := time.Millisecond
-	var lastErr error
-	for {
-		if srv.Exited() {
-			return nil, fmt.Errorf("%s exited during start; server log %s ends with:\n%s", e.Name(), srv.LogFile, engine.LogTail(srv.LogFile, 20))
-		}
-		if _, err := os.Stat(socketPath(srv.SocketDir)); err == nil {
-			db, err := open(ctx, srv, "root", "")
-			if err == nil {
-				var one int
-				err = db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
-				if err == nil {
-					return db, nil
-				}
-				db.Close()
-			}
-			lastErr = err
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("%s not ready after %s (%v); server log %s ends with:\n%s", e.Name(), timeout, lastErr, srv.LogFile, engine.LogTail(srv.LogFile, 20))
-		case <-t.C:
-		}
-		if delay < 10*time.Millisecond {
-			delay = delay * 3 / 2
-		}
+// ready runs `SELECT 1` as root over the socket, once the socket
+// exists, and returns that connection.
+func ready(ctx context.Context, srv *engine.Server) (*sql.DB, error) {
+	if _, err := os.Stat(socketPath(srv.SocketDir)); err != nil {
+		return nil, errors.New("no socket yet")
 	}
-}
-
-func portTaken(logFile string) bool {
-	data, _ := os.ReadFile(logFile)
-	s := string(data)
-	return strings.Contains(s, "Address already in use") || strings.Contains(s, "Do you already have another")
+	db, err := open(ctx, srv, "root", "")
+	if err != nil {
+		return nil, err
+	}
+	var one int
+	if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
 }
 
 // Stop shuts the server down with SIGTERM (clean: InnoDB shuts down as

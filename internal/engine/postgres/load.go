@@ -14,23 +14,22 @@ import (
 	"strings"
 
 	"github.com/dbfork/dbfork/internal/engine"
-	"github.com/dbfork/dbfork/internal/recipe"
 )
 
 // Load runs one recipe step against the build server: SQL files and plain
 // dumps through psql (which handles COPY ... FROM stdin and meta-commands),
 // custom/tar dumps through pg_restore, commands through sh with the PG*
 // environment set.
-func (p *Postgres) Load(ctx context.Context, srv *engine.Server, r *recipe.Recipe, st recipe.Step, out engine.LogWriter) error {
+func (p *Postgres) Load(ctx context.Context, srv *engine.Server, r engine.Build, st engine.Step, out engine.LogWriter) error {
 	switch st.Kind {
-	case recipe.StepSQL:
+	case engine.StepSQL:
 		for _, f := range st.Files {
 			if err := p.psqlFile(ctx, srv, r, f, out); err != nil {
 				return err
 			}
 		}
 		return nil
-	case recipe.StepDump:
+	case engine.StepDump:
 		f := st.Files[0]
 		format, err := dumpFormat(f)
 		if err != nil {
@@ -40,7 +39,7 @@ func (p *Postgres) Load(ctx context.Context, srv *engine.Server, r *recipe.Recip
 			return p.psqlFile(ctx, srv, r, f, out)
 		}
 		return p.restore(ctx, srv, r, f, out)
-	case recipe.StepRun:
+	case engine.StepRun:
 		return engine.RunCommand(ctx, r, st, p.Conn(srv).Env, out)
 	}
 	return fmt.Errorf("unknown step kind %q", st.Kind)
@@ -56,7 +55,7 @@ func (p *Postgres) clientEnv(srv *engine.Server) []string {
 
 var psqlErrRe = regexp.MustCompile(`^psql:(.*):([0-9]+): (ERROR|FATAL|PANIC):\s+(.*)$`)
 
-func (p *Postgres) psqlFile(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
+func (p *Postgres) psqlFile(ctx context.Context, srv *engine.Server, r engine.Build, file string, out engine.LogWriter) error {
 	// Host, port, user, database and password come from the environment:
 	// the socket dir for dbfork's own builds, 127.0.0.1 for a caller's.
 	cmd := exec.CommandContext(ctx, p.bin("psql"), "-X", "-q", "-b", "-v", "ON_ERROR_STOP=1", "-f", file)
@@ -124,7 +123,7 @@ func oneLine(s string, max int) string {
 	return s
 }
 
-func (p *Postgres) restore(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
+func (p *Postgres) restore(ctx context.Context, srv *engine.Server, r engine.Build, file string, out engine.LogWriter) error {
 	if p.clientMajor >= 17 && serverMajor(p.version) < 17 {
 		return p.restoreScript(ctx, srv, r, file, out)
 	}
@@ -170,7 +169,7 @@ func dumpFormat(path string) (string, error) {
 // restoreScript restores through SQL: pg_restore 17 and later start with
 // SET transaction_timeout, which older servers reject, so for them the
 // archive is turned into a script without that line and fed to psql.
-func (p *Postgres) restoreScript(ctx context.Context, srv *engine.Server, r *recipe.Recipe, file string, out engine.LogWriter) error {
+func (p *Postgres) restoreScript(ctx context.Context, srv *engine.Server, r engine.Build, file string, out engine.LogWriter) error {
 	gen := exec.CommandContext(ctx, p.bin("pg_restore"), "--no-owner", "--no-privileges", "-f", "-", file)
 	gen.Dir = r.Dir
 	engine.AsCaller(ctx, r, gen)

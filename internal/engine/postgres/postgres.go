@@ -14,7 +14,6 @@ import (
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
-	"github.com/dbfork/dbfork/internal/recipe"
 )
 
 // Postgres is a located PostgreSQL installation.
@@ -96,17 +95,17 @@ func (p *Postgres) bin(name string) string {
 // whole file up: 1 MiB instead of the 16 MiB default keeps that cheap.
 const walSegMB = "1"
 
-func (p *Postgres) InitOptions(r *recipe.Recipe) map[string]string {
+func (p *Postgres) InitOptions(c engine.Cluster) map[string]string {
 	return map[string]string{
-		"locale": r.Locale, "encoding": r.Encoding, "superuser": r.Owner,
-		"database": r.Database, "wal_segsize_mb": walSegMB, "auth": "trust",
+		"locale": c.Locale, "encoding": c.Encoding, "superuser": c.Owner,
+		"database": c.Database, "wal_segsize_mb": walSegMB, "auth": "trust",
 	}
 }
 
 // Init runs initdb as the server user. --no-sync: the build fsyncs the
 // whole golden once at the end.
 func (p *Postgres) Init(ctx context.Context, spec engine.InitSpec) error {
-	r := spec.Recipe
+	r := spec.Cluster
 	cmd := exec.CommandContext(ctx, p.bin("initdb"),
 		"-D", spec.DataDir, "-U", r.Owner, "--auth=trust",
 		"-E", r.Encoding, "--locale="+r.Locale, "--wal-segsize="+walSegMB,
@@ -127,7 +126,7 @@ func (p *Postgres) Init(ctx context.Context, spec engine.InitSpec) error {
 // Finish freezes and analyzes everything loaded, so a clone's first reads
 // do not set hint bits (which dirties pages and, on OverlayFS, copies whole
 // relation files up) and the planner has statistics from the start.
-func (p *Postgres) Finish(ctx context.Context, srv *engine.Server, r *recipe.Recipe) error {
+func (p *Postgres) Finish(ctx context.Context, srv *engine.Server, r engine.Build) error {
 	c, err := connect(ctx, srv, srv.Database)
 	if err != nil {
 		return err
@@ -171,7 +170,7 @@ func (p *Postgres) Conn(srv *engine.Server) engine.Conn {
 
 // Setup creates the recipe's database, owned by the recipe's owner (the
 // cluster's bootstrap superuser, see Init).
-func (p *Postgres) Setup(ctx context.Context, srv *engine.Server, r *recipe.Recipe) error {
+func (p *Postgres) Setup(ctx context.Context, srv *engine.Server, r engine.Build) error {
 	if r.Database == "postgres" {
 		return nil
 	}
@@ -188,3 +187,8 @@ func (p *Postgres) Setup(ctx context.Context, srv *engine.Server, r *recipe.Reci
 
 // PIDFile is postgres's own postmaster.pid.
 func (p *Postgres) PIDFile(dataDir string) string { return filepath.Join(dataDir, "postmaster.pid") }
+
+var (
+	_ engine.Engine = (*Postgres)(nil)
+	_ engine.Loader = (*Postgres)(nil)
+)

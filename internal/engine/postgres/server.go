@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,22 +40,9 @@ var testProfile = map[string]string{
 // Start runs postgres directly (not pg_ctl) so that the PID we record is
 // the postmaster's. On a port collision it retries with a new port.
 func (p *Postgres) Start(ctx context.Context, spec engine.StartSpec) (*engine.Server, error) {
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port := spec.Port
-		if port == 0 {
-			var err error
-			if port, err = engine.FreePort(); err != nil {
-				return nil, err
-			}
-		}
-		srv, err := p.startOnce(ctx, spec, port)
-		if err == nil || spec.Port != 0 || !portTaken(spec.LogFile) {
-			return srv, err
-		}
-		lastErr = err // someone took the port between probe and bind
-	}
-	return nil, lastErr
+	return engine.StartOnFreePort(spec, []string{"Address already in use"}, func(port int) (*engine.Server, error) {
+		return p.startOnce(ctx, spec, port)
+	})
 }
 
 func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port int) (*engine.Server, error) {
@@ -120,7 +106,7 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 	if timeout == 0 {
 		timeout = 60 * time.Second
 	}
-	c, err := waitReady(ctx, srv, timeout)
+	c, err := engine.WaitReady(ctx, srv, timeout, func(ctx context.Context) (*pgx.Conn, error) { return ready(ctx, srv) })
 	if err != nil {
 		return srv, err
 	}
@@ -136,40 +122,18 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 	return srv, nil
 }
 
-// waitReady polls until `SELECT 1` succeeds through a real connection, the
-// server exits, or the timeout passes; failures carry the log tail. It
-// returns the connection. Polls start at 1 ms and stay at most 10 ms
-// apart: a server is ready in 40-60 ms, and a coarser poll only adds to it.
-func waitReady(ctx context.Context, srv *engine.Server, timeout time.Duration) (*pgx.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	delay := time.Millisecond
-	var lastErr error
-	for {
-		if srv.Exited() {
-			return nil, fmt.Errorf("postgres exited during start; server log %s ends with:\n%s", srv.LogFile, engine.LogTail(srv.LogFile, 20))
-		}
-		c, err := connect(ctx, srv, "postgres")
-		if err == nil {
-			var one int
-			err = c.QueryRow(ctx, "SELECT 1").Scan(&one)
-			if err == nil {
-				return c, nil
-			}
-			c.Close(context.Background())
-		}
-		lastErr = err
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("postgres not ready after %s (%v); server log %s ends with:\n%s", timeout, lastErr, srv.LogFile, engine.LogTail(srv.LogFile, 20))
-		case <-t.C:
-		}
-		if delay < 10*time.Millisecond {
-			delay = delay * 3 / 2
-		}
+// ready connects and runs `SELECT 1`, returning the connection.
+func ready(ctx context.Context, srv *engine.Server) (*pgx.Conn, error) {
+	c, err := connect(ctx, srv, "postgres")
+	if err != nil {
+		return nil, err
 	}
+	var one int
+	if err := c.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		c.Close(context.Background())
+		return nil, err
+	}
+	return c, nil
 }
 
 func connect(ctx context.Context, srv *engine.Server, db string) (*pgx.Conn, error) {
@@ -181,11 +145,6 @@ func connect(ctx context.Context, srv *engine.Server, db string) (*pgx.Conn, err
 	cfg.ConnectTimeout = 5 * time.Second
 	cfg.RuntimeParams = map[string]string{"application_name": "dbfork"}
 	return pgx.ConnectConfig(ctx, cfg)
-}
-
-func portTaken(logFile string) bool {
-	data, _ := os.ReadFile(logFile)
-	return strings.Contains(string(data), "Address already in use")
 }
 
 // Stop shuts the server down. clean=true is a fast shutdown (SIGINT: roll

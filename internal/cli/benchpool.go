@@ -1,0 +1,236 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/bench"
+	"github.com/dbfork/dbfork/internal/daemon"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// benchPoolFlags are `dbfork bench pool`'s flags.
+type benchPoolFlags struct {
+	file, clientsFlag, backendName, mode string
+	cycles, minFlag, maxFlag             int
+	asJSON                               bool
+}
+
+func newBenchPoolCmd(g *globals) *cobra.Command {
+	f := &benchPoolFlags{}
+	cmd := &cobra.Command{
+		Use:   "pool [-f dbfork.toml] [--clients 1,4,8] [--cycles 50] [--mode release|reset|database]",
+		Short: "Acquire latency (p50/p99) from a warm pool with 1, 4 and 8 concurrent clients doing acquire/write/release",
+		Long: `Each client repeats: acquire a lease, insert a row, check that no other
+client's row is visible, release. Uses the store's running ` + "`dbfork serve`" + `, or
+starts a private one for the run. Pool size per scenario: --min (default:
+the number of clients) and --max (default: twice that).
+
+--mode reset: each client holds one lease and repeats reset (in place),
+write, check. --mode database: the same with a fresh database cloned
+inside the server per cycle (PostgreSQL 18 on a store that shares
+extents), dropped after it. The latency columns are then the reset or
+create-database call.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd.Context(), g) },
+	}
+	cmd.Flags().StringVarP(&f.file, "file", "f", "", "recipe file (default ./dbfork.toml)")
+	cmd.Flags().StringVar(&f.clientsFlag, "clients", "1,4,8", "concurrent client counts, one scenario each")
+	cmd.Flags().IntVar(&f.cycles, "cycles", 50, "acquire/write/release cycles per client")
+	cmd.Flags().IntVar(&f.minFlag, "min", -1, "pool min (default: the number of clients)")
+	cmd.Flags().IntVar(&f.maxFlag, "max", 0, "pool max (default: twice the number of clients)")
+	cmd.Flags().StringVar(&f.backendName, "backend", "auto", "clone backend")
+	cmd.Flags().StringVar(&f.mode, "mode", "release", "what a cycle does: release (acquire/release), reset (in place) or database (a fresh database in the server)")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// parse checks the flags and returns the client counts and the recipe's
+// absolute path.
+func (f *benchPoolFlags) parse() ([]int, string, error) {
+	var clients []int
+	for _, part := range strings.Split(f.clientsFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 || n > 256 {
+			return nil, "", errs.Invalid("--clients %q: give a comma-separated list of counts between 1 and 256", f.clientsFlag)
+		}
+		clients = append(clients, n)
+	}
+	if f.cycles < 1 {
+		return nil, "", errs.Invalid("--cycles %d: need at least 1", f.cycles)
+	}
+	if f.mode != "release" && f.mode != bench.ModeReset && f.mode != bench.ModeDatabase {
+		return nil, "", errs.Invalid("--mode %q: use release, reset or database", f.mode)
+	}
+	file := f.file
+	if file == "" {
+		file = recipe.DefaultFile
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := recipe.Load(abs); err != nil {
+		return nil, "", err
+	}
+	return clients, abs, nil
+}
+
+func (f *benchPoolFlags) run(ctx context.Context, g *globals) error {
+	clients, abs, err := f.parse()
+	if err != nil {
+		return err
+	}
+	s, err := g.openStore()
+	if err != nil {
+		return err
+	}
+	c, stop, err := benchDaemon(ctx, g, s)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if _, err := c.EnsureGolden(ctx, api.GoldenRequest{Recipe: abs}); err != nil {
+		return err
+	}
+	var results []any
+	var freshRes []*bench.FreshResult
+	op := map[string]string{"release": "acquire", bench.ModeReset: "reset", bench.ModeDatabase: "create db"}[f.mode]
+	if !f.asJSON {
+		fmt.Fprintf(g.stdout, "%-8s %8s %12s %12s %12s %12s %10s %9s\n", "clients", "cycles", op+" p50", op+" p99", op+" max", "write p50", "cycles/s", "isolated")
+	}
+	for _, n := range clients {
+		r, fr, err := f.scenario(ctx, c, abs, n)
+		if err != nil {
+			return err
+		}
+		if fr != nil {
+			results = append(results, fr)
+			freshRes = append(freshRes, fr)
+		} else {
+			results = append(results, r)
+		}
+		if !f.asJSON {
+			fmt.Fprintf(g.stdout, "%-8d %8d %10.1fms %10.1fms %10.1fms %10.1fms %10.1f %9v\n", r.Clients, r.Cycles, r.P50Ms, r.P99Ms, r.MaxMs, r.WriteP50, r.PerSecond, r.Isolated)
+		}
+		if !r.Isolated {
+			return fmt.Errorf("isolation broken: a client saw another client's row")
+		}
+	}
+	if f.asJSON {
+		return printJSON(g.stdout, map[string]any{"recipe": abs, "mode": f.mode, "results": results})
+	}
+	for _, fr := range freshRes {
+		printSteps(g, fr)
+	}
+	return nil
+}
+
+// scenario warms the pool for n clients and runs them; fr is set in the
+// reset and database modes.
+func (f *benchPoolFlags) scenario(ctx context.Context, c *api.Client, abs string, n int) (r *bench.PoolResult, fr *bench.FreshResult, err error) {
+	lo, hi := n, 2*n
+	if f.minFlag >= 0 {
+		lo = f.minFlag
+	}
+	if f.maxFlag > 0 {
+		hi = f.maxFlag
+	}
+	if err := warmPool(ctx, c, abs, f.backendName, lo, hi); err != nil {
+		return nil, nil, err
+	}
+	req := api.AcquireRequest{Recipe: abs, Backend: f.backendName, Min: &lo, Max: &hi}
+	if f.mode == "release" {
+		r, err := bench.Pool(ctx, c, req, n, f.cycles)
+		return r, nil, err
+	}
+	fr, err = bench.Fresh(ctx, c, req, f.mode, n, f.cycles)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &fr.PoolResult, fr, nil
+}
+
+// printSteps says where a fresh-data scenario's time went.
+func printSteps(g *globals, r *bench.FreshResult) {
+	fmt.Fprintf(g.stdout, "  %d clients, %s: inside the daemon p50 %.1f ms", r.Clients, r.Mode, r.ServerP50)
+	for _, k := range r.StepNames() {
+		fmt.Fprintf(g.stdout, "; %s %.1f", k, r.Steps[k])
+	}
+	if r.Mode == bench.ModeDatabase {
+		fmt.Fprintf(g.stdout, "; cloned while the client waited: %d of %d", r.OnDemand, r.Acquires)
+	}
+	fmt.Fprintln(g.stdout)
+}
+
+// benchDaemon returns a client of the store's daemon, or of a private one
+// started for the bench (served on its own socket, stopped by stop).
+func benchDaemon(ctx context.Context, g *globals, s *store.Store) (*api.Client, func(), error) {
+	if c, err := api.Dial(ctx, api.SocketPath(s.Root)); err == nil {
+		return c, func() {}, nil
+	}
+	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s)})
+	sock := filepath.Join(s.Root, fmt.Sprintf("bench-%d.sock", os.Getpid()))
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		_ = d.Close(context.Background())
+		return nil, nil, err
+	}
+	srv := api.NewServer(d, "", g.log)
+	go func() { _ = srv.Serve(ln) }()
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			g.log.Error("stop bench daemon", "err", err)
+		}
+		_ = srv.Shutdown(ctx)
+		_ = os.Remove(sock)
+	}
+	c, err := api.Dial(ctx, sock)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return c, stop, nil
+}
+
+// warmPool sizes the recipe's pool and waits until min instances are ready.
+func warmPool(ctx context.Context, c *api.Client, recipePath, backendName string, lo, hi int) error {
+	l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipePath, Backend: backendName, Min: &lo, Max: &hi})
+	if err != nil {
+		return err
+	}
+	if err := c.Release(ctx, l.ID); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		ps, err := c.Pools(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if p.ID == l.Pool && p.Ready >= lo && p.Discarding == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return errs.Busy("pool did not warm %d instances within 5 minutes", lo)
+}

@@ -1,0 +1,142 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/pool"
+	"github.com/dbfork/dbfork/internal/recipe"
+)
+
+// loadRecipe reads the recipe a request names, with the rights of whoever
+// asked (ctx's caller), and checks they may read every input: the daemon
+// is root, the caller may not be. Paths must be absolute: the daemon's
+// working directory means nothing to the caller.
+func loadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
+	if path == "" {
+		return nil, errs.Invalid("request needs \"recipe\": the absolute path of a dbfork.toml")
+	}
+	if !filepath.IsAbs(path) {
+		return nil, errs.Invalid("recipe path %q is relative: send an absolute path", path)
+	}
+	if engine.CallerOf(ctx) == nil {
+		return recipe.Load(path)
+	}
+	data, err := engine.ReadAsCaller(ctx, path)
+	if err != nil {
+		return nil, errs.NotFound("recipe %v", err)
+	}
+	r, err := recipe.Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	var inputs []string
+	for _, st := range r.Steps {
+		inputs = append(inputs, st.Files...)
+	}
+	if err := engine.CallerCanRead(ctx, inputs); err != nil {
+		return nil, errs.Invalid("%v", err)
+	}
+	return r, nil
+}
+
+// engineFor returns the (cached) engine for a recipe.
+func (d *Daemon) engineFor(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
+	k := r.Engine + "\x00" + r.Bindir + "\x00" + r.Version
+	d.mu.Lock()
+	eng, ok := d.engines[k]
+	d.mu.Unlock()
+	if ok {
+		return eng, nil
+	}
+	eng, err := d.o.OpenEngine(ctx, golden.EngineWant(r))
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.engines[k] = eng
+	d.mu.Unlock()
+	return eng, nil
+}
+
+// golden builds or finds the recipe's golden. The key is recomputed on
+// every call (a stat per input, through the hash cache), so an edited seed
+// file is picked up by the next acquire; a golden already seen is not
+// re-read from disk.
+func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engine.Engine, *golden.Result, error) {
+	ctx = d.asCaller(ctx)
+	r, err := loadRecipe(ctx, path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	eng, err := d.engineFor(ctx, r)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	key, inputs, version, err := golden.Key(ctx, eng, r, d.hc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	d.mu.Lock()
+	g, ok := d.goldens[key]
+	d.mu.Unlock()
+	if ok {
+		if _, err := os.Stat(filepath.Join(g.Dir, golden.ManifestName)); err == nil {
+			return r, eng, &golden.Result{Golden: g}, nil
+		}
+	}
+	res, err := golden.BuildKeyed(ctx, d.o.Store, eng, r,
+		golden.Keyed{Key: key, Inputs: inputs, Version: version}, golden.Options{Log: d.o.Log, Remote: d.o.Remote})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	d.hc.Save()
+	d.mu.Lock()
+	d.goldens[res.Golden.Key] = res.Golden
+	d.mu.Unlock()
+	return r, eng, res, nil
+}
+
+// asCaller makes a build's `run` steps run as whoever asked: the peer of
+// a unix-socket request, else (TCP, `serve -f`) the user behind `sudo`.
+func (d *Daemon) asCaller(ctx context.Context) context.Context {
+	if p, ok := api.PeerFrom(ctx); ok && p.Unix && p.UID >= 0 && p.GID >= 0 {
+		return engine.WithCaller(ctx, func() *engine.Caller { return engine.LookupCaller(p.UID, p.GID) })
+	}
+	return engine.WithCaller(ctx, engine.SudoCaller)
+}
+
+// EnsureGolden implements api.Service.
+func (d *Daemon) EnsureGolden(ctx context.Context, req api.GoldenRequest) (*api.Golden, error) {
+	t0 := time.Now()
+	_, _, res, err := d.golden(ctx, req.Recipe)
+	if err != nil {
+		return nil, err
+	}
+	m := res.Golden.Manifest
+	return &api.Golden{Key: res.Golden.Key, Engine: m.Engine, Version: m.EngineVersion, Built: res.Built,
+		Waited: res.Waited, Ms: msSince(t0)}, nil
+}
+
+// Warm makes the pool for a recipe exist (building its golden), so its
+// instances are warming before the first client asks (`serve -f`).
+func (d *Daemon) Warm(ctx context.Context, recipePath, backendName string) (string, error) {
+	r, eng, res, err := d.golden(ctx, recipePath)
+	if err != nil {
+		return "", err
+	}
+	if backendName == "" {
+		backendName = "auto"
+	}
+	e, err := d.entryFor(r, eng, res.Golden, backendName, pool.Config{Min: r.Pool.Min, Max: r.Pool.Max, Backoff: d.o.Backoff})
+	if err != nil {
+		return "", err
+	}
+	return e.id, nil
+}

@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+
+	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/faults"
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/pool"
+	"github.com/dbfork/dbfork/internal/recipe"
+)
+
+// entryFor finds or makes the pool for a golden, backend and settings, and
+// retires pools the same recipe filled with an older golden.
+func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden, backendName string, cfg pool.Config) (*entry, error) {
+	id := poolID(g.Key, backendName, r.Settings)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, pool.ErrClosed
+	}
+	if e, ok := d.pools[id]; ok {
+		if err := d.resize(e, cfg); err != nil {
+			return nil, err
+		}
+		return e, nil
+	}
+	d.retireOlder(r.Path, backendName)
+	if err := d.checkCapacity(eng.Name(), backendName, g.Manifest.TotalBytes, cfg.Max); err != nil {
+		return nil, err
+	}
+	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings, prewarm: r.Pool.Prewarm, hot: r.Pool.Hot}
+	p, err := pool.New(cfg, d.factory(e))
+	if err != nil {
+		return nil, errs.Invalid("%v", err)
+	}
+	e.pool = p
+	e.live.Store(p)
+	d.pools[id] = e
+	d.o.Log.Info("new pool", "pool", id, "golden", short(g.Key), "backend", backendName, "min", cfg.Min, "max", cfg.Max)
+	return e, nil
+}
+
+// resize gives an existing pool the sizes a request asks for (checking
+// capacity when it grows) and takes it out of retirement. d.mu is held.
+func (d *Daemon) resize(e *entry, cfg pool.Config) error {
+	e.retired = false
+	st := e.pool.Stats()
+	if st.Min == cfg.Min && st.Max == cfg.Max {
+		return nil
+	}
+	if cfg.Max > st.Max {
+		if err := d.checkCapacity(e.eng.Name(), e.backend, e.golden.Manifest.TotalBytes, cfg.Max); err != nil {
+			return err
+		}
+	}
+	return e.pool.Resize(cfg)
+}
+
+// retireOlder drains the pools recipePath filled with an older golden:
+// they make no new instances, and close once their leases end. d.mu is
+// held.
+func (d *Daemon) retireOlder(recipePath, backendName string) {
+	for _, old := range d.pools {
+		if old.recipe == recipePath && old.backend == backendName && !old.retired {
+			old.retired = true
+			st := old.pool.Stats()
+			_ = old.pool.Resize(pool.Config{Min: 0, Max: st.Max, Backoff: d.o.Backoff})
+			d.o.Log.Info("recipe changed; draining the old pool", "pool", old.id, "golden", short(old.golden.Key))
+		}
+	}
+}
+
+// factory is how e's pool makes, names and destroys its instances.
+func (d *Daemon) factory(e *entry) pool.Factory[*instance.Instance] {
+	return pool.Factory[*instance.Instance]{
+		Create:  func(ctx context.Context) (*instance.Instance, error) { return d.createPooled(ctx, e) },
+		Destroy: d.destroyPooled,
+		ID:      func(in *instance.Instance) string { return in.State.ID },
+		OnError: func(op string, err error) {
+			d.o.Log.Error("pool "+op+" failed", "pool", e.id, "err", err)
+		},
+	}
+}
+
+// createPooled makes one instance for e's pool and, unless the recipe
+// says prewarm = false, reads it once (copying hot tables up) while it
+// waits in the pool.
+func (d *Daemon) createPooled(ctx context.Context, e *entry) (*instance.Instance, error) {
+	in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe})
+	if err != nil {
+		return in, err
+	}
+	if !e.prewarm {
+		d.prepareFresh(ctx, e, in)
+		return in, nil
+	}
+	// Read the clone once while it waits in the pool: a fresh
+	// reflink/snapshot clone starts with a cold page cache.
+	var hot []string
+	if hf, ok := e.eng.(engine.HotFiler); ok && len(e.hot) > 0 {
+		if hot, err = hf.TableFiles(ctx, in.State.Server, e.hot); err != nil {
+			_ = in.Destroy(context.Background(), d.o.Store)
+			return nil, fmt.Errorf("[pool] hot: %w", err)
+		}
+	}
+	urgent := func() bool {
+		p := e.live.Load()
+		return p != nil && p.Stats().Waiting > 0
+	}
+	pw, err := instance.Prewarm(ctx, in.State, hot, urgent)
+	if err != nil {
+		_ = in.Destroy(context.Background(), d.o.Store)
+		return nil, fmt.Errorf("prewarm instance %s: %w", in.State.ID, err)
+	}
+	d.o.Log.Debug("prewarmed", "id", in.State.ID, "bytes", pw.Bytes, "ms", pw.Ms, "copied_up", pw.CopiedUp, "cut_short", pw.Cut)
+	d.prepareFresh(ctx, e, in)
+	return in, nil
+}
+
+// destroyPooled stops and removes a pool's instance.
+func (d *Daemon) destroyPooled(ctx context.Context, in *instance.Instance) error {
+	d.mu.Lock()
+	closing := d.closed
+	d.mu.Unlock()
+	if closing {
+		// Shutting down: the pool destroys its instances in
+		// parallel, so others may be half-way through.
+		faults.At("serve:stopping")
+	}
+	d.mu.Lock()
+	delete(d.spares, in.State.ID)
+	d.mu.Unlock()
+	return in.Destroy(ctx, d.o.Store)
+}
+
+// poolID names a pool: same golden, backend and settings share one.
+func poolID(key, backendName string, settings map[string]string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", key, backendName)
+	ks := make([]string, 0, len(settings))
+	for k := range settings {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	for _, k := range ks {
+		fmt.Fprintf(h, "%s=%s\x00", k, settings[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// Pools implements api.Service.
+func (d *Daemon) Pools() []api.PoolInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]api.PoolInfo, 0, len(d.pools))
+	for _, e := range d.pools {
+		out = append(out, api.PoolInfo{ID: e.id, Recipe: e.recipe, Golden: e.golden.Key, Engine: e.eng.Name(),
+			Backend: e.backend, Retired: e.retired, PoolStats: poolStats(e.pool.Stats())})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// poolStats copies the pool's counts into the API's own type.
+func poolStats(s pool.Stats) api.PoolStats {
+	return api.PoolStats{Min: s.Min, Max: s.Max, Warming: s.Warming, Ready: s.Ready, Leased: s.Leased,
+		Discarding: s.Discarding, Waiting: s.Waiting, LastError: s.LastError, Closed: s.Closed}
+}

@@ -1,0 +1,38 @@
+package golden
+
+import (
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/recipe"
+)
+
+// The engine packages know nothing of recipe files: these turn a recipe
+// into the plain values they take.
+
+// EngineWant names the server r needs, for the engines registry.
+func EngineWant(r *recipe.Recipe) engine.Want {
+	return engine.Want{Engine: r.Engine, Version: r.Version, Bindir: r.Bindir, NoFetch: r.NoFetch, Settings: r.Settings}
+}
+
+// ClusterOf is what a golden's data dir is created for.
+func ClusterOf(r *recipe.Recipe) engine.Cluster {
+	return engine.Cluster{Database: r.Database, Owner: r.Owner, Locale: r.Locale, Encoding: r.Encoding}
+}
+
+// BuildOf is what a build server loads r into.
+func BuildOf(r *recipe.Recipe) engine.Build {
+	return engine.Build{Cluster: ClusterOf(r), Path: r.Path, Dir: r.Dir, Freeze: r.Freeze}
+}
+
+// StepOf is one of r's load steps as an engine runs it.
+func StepOf(st recipe.Step) engine.Step {
+	return engine.Step{Kind: st.Kind, Name: st.Name, Files: st.Files, Command: st.Command}
+}
+
+// loaderOf is eng's loading half; an engine without one cannot build.
+func loaderOf(eng engine.Engine) (engine.Loader, error) {
+	if ld, ok := eng.(engine.Loader); ok {
+		return ld, nil
+	}
+	return nil, errs.Unsupported("engine %s cannot build goldens (it loads no recipe steps); pull the golden instead", eng.Name())
+}
