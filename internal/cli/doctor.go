@@ -58,6 +58,9 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			rep.Store.FS, _ = fsutil.FSType(s.Root)
 			rep.Store.FreeBytes, _ = fsutil.FreeBytes(s.Root)
 			rep.Store.ServerUser = s.User.Name
+			if s.User.Dropped() {
+				rep.Store.ServerUser = "a uid of their own each (group " + s.User.Name + ")"
+			}
 			if _, err := os.Stat(store.ImagePath(s.Root)); err == nil {
 				rep.Store.LoopImage = store.ImagePath(s.Root)
 			}

@@ -57,13 +57,17 @@ func TestVerify(t *testing.T) {
 	}
 	e.mustRun("verify")
 	// A set-id bit added to a golden file is a change (issue 12 L7).
-	if err := os.Chmod(p, 0o600|os.ModeSetuid); err != nil {
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, fi.Mode().Perm()|os.ModeSetuid); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.run("verify", "--quick"); r.code != 5 || !strings.Contains(r.stdout, "PG_VERSION: mode u") {
 		t.Fatalf("verify after a setuid bit: %d %q", r.code, r.stdout)
 	}
-	if err := os.Chmod(p, 0o600); err != nil {
+	if err := os.Chmod(p, fi.Mode().Perm()); err != nil {
 		t.Fatal(err)
 	}
 	e.mustRun("verify")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -258,15 +259,17 @@ func (d *Daemon) watch() {
 }
 
 // clientEnv adjusts a connection environment for the caller: the
-// instance's socket dir belongs to the server user (mode 0700), so a
-// caller who is neither root nor that user connects over 127.0.0.1 with
-// the instance password instead.
+// instance's socket dir belongs to its server's uid (mode 0700), so a
+// caller who is not root connects over 127.0.0.1 with the instance
+// password instead.
 func (d *Daemon) clientEnv(env map[string]string, peer api.Peer) map[string]string {
 	out := make(map[string]string, len(env)+1)
 	for k, v := range env {
 		out[k] = v
 	}
-	if !(peer.Unix && (peer.UID == 0 || peer.UID == d.o.Store.User.UID)) {
+	// Rootless, the daemon's own user is the server user; as root each
+	// instance has a uid of its own, and only root takes the socket.
+	if !(peer.Unix && (peer.UID == 0 || peer.UID == os.Geteuid())) {
 		engine.TCPOnly(out)
 	}
 	return out

@@ -149,12 +149,16 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		return nil, fmt.Errorf("create build dir: %w", err)
 	}
 	var srv *engine.Server
+	var bu store.User
 	defer func() {
 		if err == nil {
 			return
 		}
 		if srv != nil && !srv.Exited() {
 			_ = engine.StopRecorded(context.Background(), srv, false)
+		}
+		if rerr := endBuildUser(context.Background(), bu, tmp); rerr != nil {
+			o.Log.Warn("could not end the build's processes; `dbfork gc` will", "err", rerr)
 		}
 		err = keepLog(ctx, s, tmp, key, err)
 		if rerr := discardBuild(tmp); rerr != nil {
@@ -177,9 +181,12 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		return nil, err
 	}
 	faults.At("build:init")
+	if bu, err = buildUser(s, tmp); err != nil {
+		return nil, fmt.Errorf("give the build a uid of its own: %w", err)
+	}
 
 	o.Progress.Step("start build server")
-	if err := startBuildServer(ctx, s, eng, r, tmp, &srv); err != nil {
+	if err := startBuildServer(ctx, bu, eng, r, tmp, &srv); err != nil {
 		return nil, err
 	}
 	if err := ld.Setup(ctx, srv, BuildOf(r)); err != nil {
@@ -188,7 +195,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err := loadSteps(ctx, ld, srv, r, inputs, buildLog, o); err != nil {
 		return nil, err
 	}
-	if err := stopBuildServer(ctx, s, eng, ld, srv, r, tmp, o); err != nil {
+	if err := stopBuildServer(ctx, bu, eng, ld, srv, r, tmp, o); err != nil {
 		return nil, err
 	}
 	srv = nil
@@ -197,12 +204,22 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	o.Progress.Step("fsync and checksum")
 	_ = os.Remove(sock)
 	_ = os.Remove(filepath.Join(data, "postmaster.opts"))
+	if err := endBuildUser(ctx, bu, tmp); err != nil {
+		return nil, err
+	}
+	shared := s.User.Dropped()
+	if shared {
+		if err := shareTree(data, nil, s.User); err != nil {
+			return nil, err
+		}
+	}
 	files, total, err := listFiles(data)
 	if err != nil {
 		return nil, fmt.Errorf("checksum golden: %w", err)
 	}
 	m := newManifest(eng, r, key, version, inputs)
 	m.BuildSeconds, m.TotalBytes, m.Files = time.Since(start).Seconds(), total, files
+	m.GroupShared = shared
 	g, err = Publish(s, tmp, m, "build")
 	if err != nil {
 		return nil, err
@@ -230,7 +247,7 @@ func newManifest(eng engine.Engine, r *recipe.Recipe, key, version string, input
 // prepareBuildDir lays out a new build dir: its key, an empty data dir and
 // a socket dir for the server user.
 func prepareBuildDir(s *store.Store, tmp, key string) (data, sock string, err error) {
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	if err := openBuildDir(s, tmp); err != nil {
 		return "", "", err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, keyFile), []byte(key+"\n"), 0o644); err != nil {
@@ -254,8 +271,8 @@ func prepareBuildDir(s *store.Store, tmp, key string) (data, sock string, err er
 // startBuildServer starts the build server on tmp's data dir. *srv is set (and recorded in tmp) as soon as the
 // process exists, before it is ready: a crash while it starts must not
 // leave a server gc cannot find.
-func startBuildServer(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server) error {
-	spec := buildSpec(s, eng, r, tmp, srv)
+func startBuildServer(ctx context.Context, u store.User, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server) error {
+	spec := buildSpec(u, eng, r, tmp, srv)
 	// Commands (migration tools) reach the build server exactly as tests
 	// reach clones: over 127.0.0.1 with a password, which Finish drops.
 	spec.Listen, spec.Password = true, randomPassword()
@@ -272,12 +289,12 @@ func startBuildServer(ctx context.Context, s *store.Store, eng engine.Engine, r 
 }
 
 // buildSpec is how a server starts on the build dir tmp: the safe
-// profile, as the store's server user; once launched it is recorded in
+// profile, as the build's own uid u; once launched it is recorded in
 // tmp (so gc finds it if dbfork dies) and in *srv.
-func buildSpec(s *store.Store, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server) engine.StartSpec {
+func buildSpec(u store.User, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server) engine.StartSpec {
 	return engine.StartSpec{
 		DataDir: filepath.Join(tmp, "data"), SocketDir: filepath.Join(tmp, "sock"), LogFile: filepath.Join(tmp, "server.log"), RunDir: tmp,
-		Profile: engine.ProfileSafe, User: s.User, Settings: buildSettings(eng),
+		Profile: engine.ProfileSafe, User: u, Settings: buildSettings(eng),
 		Database: r.Database, Owner: r.Owner,
 		OnLaunch: func(launched *engine.Server) error {
 			*srv = launched
@@ -314,7 +331,7 @@ func loadSteps(ctx context.Context, ld engine.Loader, srv *engine.Server, r *rec
 
 // stopBuildServer finishes the golden in the server (freeze, analyze,
 // checkpoint), stops it cleanly and checks it shut down clean.
-func stopBuildServer(ctx context.Context, s *store.Store, eng engine.Engine, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
+func stopBuildServer(ctx context.Context, u store.User, eng engine.Engine, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
 	o.Progress.Step("freeze, analyze and checkpoint")
 	if err := ld.Finish(ctx, srv, BuildOf(r)); err != nil {
 		return err
@@ -328,10 +345,15 @@ func stopBuildServer(ctx context.Context, s *store.Store, eng engine.Engine, ld 
 			return err
 		}
 	}
+	// Nothing the recipe's SQL started may run on while root reworks the
+	// files (Seal) or hands them over.
+	if err := store.KillUserProcesses(ctx, u.UID, tmp); err != nil {
+		return err
+	}
 	if sl, ok := eng.(Sealer); ok {
 		o.Progress.Step("seal")
 		var sealing *engine.Server
-		if err := sl.Seal(ctx, buildSpec(s, eng, r, tmp, &sealing)); err != nil {
+		if err := sl.Seal(ctx, buildSpec(u, eng, r, tmp, &sealing)); err != nil {
 			return err
 		}
 	}

@@ -36,6 +36,10 @@ type Manifest struct {
 	BuildSeconds  float64           `json:"build_seconds"`
 	TotalBytes    int64             `json:"total_bytes"`
 	Files         []File            `json:"files"`
+	// GroupShared: the files are the server user's, with the owner's
+	// rights given to its group too (see Share), as every golden made as
+	// root since per-instance uids.
+	GroupShared bool `json:"group_shared,omitempty"`
 }
 
 // File is one file of the golden's data dir.

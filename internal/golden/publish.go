@@ -68,6 +68,11 @@ func NewWorkDir(s *store.Store, key string) (string, error) {
 // ("build", "pull").
 func Publish(s *store.Store, tmp string, m *Manifest, phase string) (*Golden, error) {
 	data := filepath.Join(tmp, "data")
+	if s.User.Dropped() && !m.GroupShared {
+		if err := shareTree(data, m, s.User); err != nil {
+			return nil, err
+		}
+	}
 	// Loaders and pulls create files freely: every directory of the tree
 	// is synced, so no entry is lost to a crash after the manifest says
 	// the golden is complete.

@@ -98,6 +98,11 @@ func reapBuild(ctx context.Context, dir string, log *slog.Logger) Leftover {
 			return lo
 		}
 	}
+	// What the build's SQL started goes with it, before its files do.
+	if err := store.ReleaseOwned(ctx, dir); err != nil {
+		lo.Error = err.Error()
+		return lo
+	}
 	if err := discardBuild(dir); err != nil {
 		lo.Error = err.Error()
 	}

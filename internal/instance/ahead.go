@@ -47,7 +47,7 @@ func (in *Instance) afterReset(b backend.Backend, g *golden.Golden) func() {
 			_ = os.Rename(asideScratch, trashScratch) // namespaced clones keep their content there
 		}
 		if ahead {
-			a.ready = prepareNext(ctx, b, g, next, nextScratch)
+			a.ready = prepareNext(ctx, b, g, next, nextScratch, st.UID)
 		}
 		close(a.prepared)
 		if moved {
@@ -56,11 +56,15 @@ func (in *Instance) afterReset(b backend.Backend, g *golden.Golden) func() {
 	}
 }
 
-func prepareNext(ctx context.Context, b backend.Backend, g *golden.Golden, next, scratch string) bool {
+func prepareNext(ctx context.Context, b backend.Backend, g *golden.Golden, next, scratch string, uid int) bool {
 	if err := removeClone(ctx, b, next, scratch); err != nil {
 		return false
 	}
 	if err := b.Prepare(ctx, g.DataDir(), next, scratch); err != nil {
+		_ = removeClone(context.Background(), b, next, scratch)
+		return false
+	}
+	if err := handOver(next, uid); err != nil {
 		_ = removeClone(context.Background(), b, next, scratch)
 		return false
 	}

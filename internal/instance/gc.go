@@ -46,6 +46,11 @@ func GC(ctx context.Context, s *store.Store, all bool) []Reaped {
 			}
 		}
 	}
+	// Last, the uids of instances and builds that are gone by now: what
+	// their SQL started is killed, and the uid freed.
+	if _, err := store.SweepUsers(ctx); err != nil {
+		out = append(out, Reaped{ID: "uids", Reason: "processes of a removed instance or build", Error: err.Error()})
+	}
 	return out
 }
 

@@ -65,6 +65,9 @@ func (in *Instance) Release() {
 // that makes something gc must undo (a mount, a process).
 func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, o Options) (in *Instance, err error) {
 	t0 := time.Now()
+	if err := golden.Share(s, g); err != nil {
+		return nil, err
+	}
 	if err := golden.CheckClonable(g); err != nil {
 		return nil, err
 	}
@@ -93,12 +96,19 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err := makeDir(eng, st); err != nil {
 		return nil, err
 	}
+	u, err := claimUser(s, st)
+	if err != nil {
+		return nil, err
+	}
 	if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
 		return nil, fmt.Errorf("clone golden %s with %s: %w", g.Key[:12], b.Name(), err)
 	}
+	if err := handOver(st.DataDir, u.UID); err != nil {
+		return nil, err
+	}
 	st.CloneMs = ms(time.Since(t0))
 	faults.At("up:cloned")
-	sock, err := socketDir(s, dir)
+	sock, err := socketDir(u, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +119,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	t1 := time.Now()
 	srv, err := eng.Start(ctx, engine.StartSpec{
 		DataDir: st.DataDir, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"), RunDir: dir,
-		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: s.User,
+		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: u,
 		Database: orDefault(o.Database, g.Manifest.Database), Owner: orDefault(o.Owner, g.Manifest.Owner),
 		Password: pw, Wrap: wrapFor(b, g, st), TryPorts: o.TryPorts,
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
@@ -163,12 +173,12 @@ func makeDir(eng engine.Engine, st *State) error {
 }
 
 // socketDir makes the server's private socket dir in dir.
-func socketDir(s *store.Store, dir string) (string, error) {
+func socketDir(u store.User, dir string) (string, error) {
 	sock := filepath.Join(dir, "sock")
 	if err := os.Mkdir(sock, 0o700); err != nil {
 		return "", err
 	}
-	return sock, s.User.Chown(sock)
+	return sock, u.Chown(sock)
 }
 
 // Destroy stops and removes an instance this process holds.

@@ -35,6 +35,9 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 		later = func(f func()) { f() }
 	}
 	st := in.State
+	if err := golden.Share(s, g); err != nil {
+		return err
+	}
 	b, err := resettable(st, g)
 	if err != nil {
 		return err
@@ -81,7 +84,7 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	faults.At("reset:cloned")
 	srv, err := eng.Start(ctx, engine.StartSpec{
 		DataDir: st.DataDir, SocketDir: old.SocketDir, LogFile: filepath.Join(st.Dir, "server.log"), RunDir: st.Dir,
-		Port: old.Port, Listen: old.Listen, Profile: engine.ProfileTest, Settings: st.Settings, User: s.User,
+		Port: old.Port, Listen: old.Listen, Profile: engine.ProfileTest, Settings: st.Settings, User: s.UserOf(st.UID),
 		Database: old.Database, Owner: old.User, Password: old.Password, Wrap: wrapFor(b, g, st),
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
 	})
@@ -143,6 +146,9 @@ func (rs *resetRun) cloneBeside(ctx context.Context) error {
 	if err := rs.b.Prepare(ctx, rs.g.DataDir(), next, st.Scratch+nextSuffix); err != nil {
 		return fmt.Errorf("clone golden %s with %s: %w", short(rs.g.Key), rs.b.Name(), err)
 	}
+	if err := handOver(next, st.UID); err != nil {
+		return err
+	}
 	rs.lap("clone")
 	return nil
 }
@@ -156,6 +162,11 @@ func (rs *resetRun) stopServer(ctx context.Context) error {
 	}
 	st.Server = nil
 	if err := st.save(); err != nil {
+		return err
+	}
+	// What the test's SQL started goes too (it would also keep a mounted
+	// clone busy).
+	if err := killUserProcesses(ctx, st); err != nil {
 		return err
 	}
 	rs.lap("stop")
@@ -172,6 +183,9 @@ func (rs *resetRun) recloneInPlace(ctx context.Context) error {
 	rs.lap("remove")
 	if err := rs.b.Prepare(ctx, rs.g.DataDir(), st.DataDir, st.Scratch); err != nil {
 		return fmt.Errorf("clone golden %s with %s: %w", short(rs.g.Key), rs.b.Name(), err)
+	}
+	if err := handOver(st.DataDir, st.UID); err != nil {
+		return err
 	}
 	rs.lap("clone")
 	return nil

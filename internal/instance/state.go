@@ -46,7 +46,8 @@ type State struct {
 	Dir        string         `json:"dir"`
 	DataDir    string         `json:"data_dir"`
 	Scratch    string         `json:"scratch_dir"`
-	PIDFile    string         `json:"pid_file"` // the server's own pid file, a fallback record
+	PIDFile    string         `json:"pid_file"`      // the server's own pid file, a fallback record
+	UID        int            `json:"uid,omitempty"` // the server's own uid, as root (store.ClaimUser)
 	Server     *engine.Server `json:"server,omitempty"`
 	Conn       *engine.Conn   `json:"conn,omitempty"`
 	Created    time.Time      `json:"created"`

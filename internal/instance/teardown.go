@@ -30,6 +30,9 @@ func teardown(ctx context.Context, st *State) error {
 	if err := stopServer(ctx, st); err != nil {
 		return err
 	}
+	if err := killUserProcesses(ctx, st); err != nil {
+		return err
+	}
 	faults.At("down:stopped")
 	if b, err := backend.Get(st.Backend); err == nil {
 		if err := b.Remove(ctx, st.DataDir, st.Scratch); err != nil {
@@ -51,7 +54,10 @@ func teardown(ctx context.Context, st *State) error {
 	if err := backend.RemoveDataDir(st.DataDir); err != nil {
 		return err
 	}
-	return fsutil.RemoveAll(st.Dir)
+	if err := fsutil.RemoveAll(st.Dir); err != nil {
+		return err
+	}
+	return releaseUser(st)
 }
 
 func stopServer(ctx context.Context, st *State) error {

@@ -17,9 +17,10 @@ const ServerUserName = "dbfork"
 
 // User is the account that runs servers and owns goldens and clones.
 type User struct {
-	Name string
-	UID  int
-	GID  int
+	Name   string
+	UID    int
+	GID    int
+	Groups []uint32 // supplementary groups (none for the shared server user)
 }
 
 // Dropped reports whether processes must switch to this user (dbfork runs
@@ -32,7 +33,8 @@ func (u User) Credential() *syscall.Credential {
 	if !u.Dropped() {
 		return nil
 	}
-	return &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: []uint32{}}
+	groups := append([]uint32{}, u.Groups...)
+	return &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groups}
 }
 
 // Chown gives path to u (a no-op when we are u).
