@@ -74,6 +74,9 @@ func (d *Daemon) reset(l *lease) error {
 			d.o.Log.Warn("resetting the database in place failed; resetting the instance", "id", l.ID, "err", err)
 		}
 		l.in.PrepareAhead = true
+		if l.spares != nil {
+			l.spares.invalidate() // its databases go with the old clone
+		}
 		err = l.in.Reset(l.life, d.o.Store, l.entry.eng, l.entry.golden, func(f func()) { go f() })
 		steps = l.in.State.ResetSteps
 		if err == nil && l.spares != nil {
@@ -128,13 +131,14 @@ func (d *Daemon) resetDatabase(l *lease) (map[string]float64, error) {
 func (d *Daemon) remakeSpares(l *lease) error {
 	dc := l.entry.eng.(engine.DatabaseCloner)
 	sp := l.spares
-	sp.mu.Lock()
-	sp.ready, sp.handed = nil, map[string]bool{}
-	sp.server = l.in.State.Server
-	sp.mu.Unlock()
 	if err := dc.MakeTemplate(l.life, l.in.State.Server, templateDB); err != nil {
 		return err
 	}
+	sp.mu.Lock()
+	sp.ready, sp.handed = nil, map[string]bool{}
+	sp.server = l.in.State.Server // only now: the template exists
+	sp.gen++
+	sp.mu.Unlock()
 	sp.poke()
 	return nil
 }

@@ -32,8 +32,20 @@ type spares struct {
 	handed map[string]bool // handed out and not dropped
 	wake   chan struct{}   // a database was taken: clone another
 	// server is the instance's server; a whole-instance reset replaces
-	// it (remakeSpares) while refill and handlers read it.
+	// it (remakeSpares) while refill and handlers read it. It is nil
+	// while that reset runs, and gen counts the servers, so a database
+	// cloned on the old one is never handed out.
 	server *engine.Server
+	gen    int
+}
+
+// invalidate forgets the spares of a server a whole-instance reset is
+// about to replace.
+func (sp *spares) invalidate() {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.server, sp.ready, sp.handed = nil, nil, map[string]bool{}
+	sp.gen++
 }
 
 // srv is the instance's server now.
@@ -124,17 +136,19 @@ func (d *Daemon) refill(l *lease, dc engine.DatabaseCloner) {
 		case <-sp.wake:
 		}
 		sp.mu.Lock()
-		n := spareDBs - len(sp.ready)
+		n, srv, gen := spareDBs-len(sp.ready), sp.server, sp.gen
 		sp.mu.Unlock()
-		if n <= 0 {
-			continue
+		if n <= 0 || srv == nil {
+			continue // full, or a reset remakes the server (and pokes)
 		}
 		made := func(name string) {
 			sp.mu.Lock()
-			sp.ready = append(sp.ready, name)
+			if sp.gen == gen {
+				sp.ready = append(sp.ready, name)
+			}
 			sp.mu.Unlock()
 		}
-		if err := dc.CloneDatabases(l.life, sp.srv(), templateDB, newDBNames(n), made); err != nil && l.life.Err() == nil {
+		if err := dc.CloneDatabases(l.life, srv, templateDB, newDBNames(n), made); err != nil && l.life.Err() == nil {
 			d.o.Log.Warn("cloning spare databases failed", "id", l.ID, "err", err)
 			select {
 			case <-l.life.Done():
@@ -159,14 +173,18 @@ func (d *Daemon) CreateDatabase(ctx context.Context, id string, peer api.Peer) (
 	sp := l.spares
 	sp.mu.Lock()
 	var name string
+	srv, gen := sp.server, sp.gen
 	if len(sp.ready) > 0 {
 		name, sp.ready = sp.ready[0], sp.ready[1:]
 	}
 	sp.mu.Unlock()
+	if srv == nil {
+		return nil, errs.Busy("lease %s is being reset; ask again once the reset has returned", id)
+	}
 	onDemand := name == ""
 	if onDemand { // taken faster than cloned: clone one now
 		name = newDBName()
-		if err := dc.CloneDatabases(ctx, l.spares.srv(), templateDB, []string{name}, nil); err != nil {
+		if err := dc.CloneDatabases(ctx, srv, templateDB, []string{name}, nil); err != nil {
 			if l.life.Err() != nil {
 				return nil, errs.NotFound("lease %s ended", id)
 			}
@@ -174,10 +192,14 @@ func (d *Daemon) CreateDatabase(ctx context.Context, id string, peer api.Peer) (
 		}
 	}
 	sp.mu.Lock()
+	if sp.gen != gen {
+		sp.mu.Unlock()
+		return nil, errs.Busy("lease %s was reset while its fresh database was made; ask again", id)
+	}
 	sp.handed[name] = true
 	sp.mu.Unlock()
 	sp.poke()
-	conn := dc.ConnTo(l.spares.srv(), name)
+	conn := dc.ConnTo(srv, name)
 	db := &api.Database{Name: name, DSN: conn.URL, SocketDSN: conn.SocketURL, Env: d.clientEnv(conn.Env, peer), OnDemand: onDemand}
 	db.Env["DBFORK_INSTANCE"] = id
 	db.Ms = msSince(t0)
@@ -204,8 +226,12 @@ func (d *Daemon) DropDatabase(ctx context.Context, id, name string, peer api.Pee
 		return errs.NotFound("lease %s has no fresh database %q (dropped already, or never handed out)", id, name)
 	}
 	dc := l.entry.eng.(engine.DatabaseCloner)
+	srv := sp.srv()
+	if srv == nil {
+		return nil // a whole-instance reset under way: the database goes with the old clone
+	}
 	go func() {
-		if err := dc.DropDatabase(l.life, l.spares.srv(), name); err != nil && l.life.Err() == nil {
+		if err := dc.DropDatabase(l.life, srv, name); err != nil && l.life.Err() == nil {
 			d.o.Log.Warn("drop fresh database failed", "id", id, "name", name, "err", err)
 		}
 	}()
