@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
@@ -75,7 +76,22 @@ func MountImage(img, dir string) error {
 	// doubled an unwarmed clone's throughput (docs/performance.md).
 	// nosuid,nodev: nothing on the image may gain privileges; discard: space
 	// freed inside (deleted goldens and clones) goes back to the host.
-	out, err := exec.Command("mount", "-o", "loop,nosuid,nodev,discard", img, dir).CombinedOutput()
+	var out []byte
+	var err error
+	for attempt := 0; ; attempt++ {
+		out, err = exec.Command("mount", "-o", "loop,nosuid,nodev,discard", img, dir).CombinedOutput()
+		// mount picks a free loop device and may lose it to another
+		// mount doing the same at the same moment ("/dev/loopN already
+		// mounted or mount point busy"): pick again, unless dir itself
+		// is what is mounted.
+		if err == nil || attempt == 4 || !strings.Contains(string(out), "already mounted or mount point busy") {
+			break
+		}
+		if mounted, merr := fsutil.IsMountpoint(dir); merr != nil || mounted {
+			break
+		}
+		time.Sleep(time.Duration(50*(attempt+1)) * time.Millisecond)
+	}
 	if err != nil {
 		return fmt.Errorf("mount %s at %s: %v: %s", img, dir, err, oneLine(out))
 	}
