@@ -40,7 +40,9 @@ func TestRootlessDaemon(t *testing.T) {
 	defer func() { _ = holder.Process.Kill(); _ = holder.Wait() }()
 	api := func(path, body string) map[string]any {
 		t.Helper()
-		c := exec.Command("curl", "-sS", "--unix-socket", d.Socket, "-d", body, "http://dbfork"+path)
+		// A plain HTTP/1.0 POST over the unix socket, sent by a process of
+		// the user (the daemon scopes leases to the peer's uid).
+		c := exec.Command("/usr/bin/python3", "-c", postOverUnixSocket, d.Socket, path, body)
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testenv.UserUID, Gid: testenv.UserGID}}
 		out, err := c.Output()
 		var m map[string]any
@@ -87,3 +89,18 @@ func TestRootlessDaemon(t *testing.T) {
 	u.must("daemon", "stop")
 	u.waitClean("after daemon stop")
 }
+
+// postOverUnixSocket: argv socket, path, body; prints the response body.
+const postOverUnixSocket = `import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+b = sys.argv[3].encode()
+s.sendall(b"POST " + sys.argv[2].encode() + b" HTTP/1.0\r\nHost: dbfork\r\nContent-Type: application/json\r\nContent-Length: " + str(len(b)).encode() + b"\r\n\r\n" + b)
+r = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    r += d
+sys.stdout.write(r.split(b"\r\n\r\n", 1)[1].decode())
+`
