@@ -9,6 +9,10 @@
 #   sudo bench/mariadb-sysbench.sh STORE VERSION BACKEND RUNS PROFILE...
 # PROFILE is a name from the table below. Example:
 #   sudo bench/mariadb-sysbench.sh /var/lib/dbfork-bench 10.11 reflink 3 old new
+# TRACE=1 also writes, per run, sysbench's per-second figures
+# (--report-interval=1 --percentile=100: tps and that second's maximum)
+# beside the server's checkpoint age, dirty pages and pages flushed each
+# second to $WORK/trace-VERSION-PROFILE-RUN.txt.
 set -euo pipefail
 STORE="$1" VERSION="$2" BACKEND="$3" RUNS="$4"; shift 4
 D="${DBFORK:-$(cd "$(dirname "$0")/.." && pwd)/bin/dbfork}"
@@ -27,6 +31,13 @@ settings() {
     redobp) printf 'innodb_log_file_size = "512M"\ninnodb_buffer_pool_size = "512M"\n' ;;
     io) printf 'innodb_log_file_size = "512M"\ninnodb_buffer_pool_size = "512M"\ninnodb_io_capacity = "5000"\ninnodb_io_capacity_max = "10000"\n' ;;
     nosync) printf 'innodb_log_file_size = "512M"\ninnodb_buffer_pool_size = "512M"\ninnodb_flush_method = "nosync"\n' ;;
+    lwm) echo 'innodb_max_dirty_pages_pct_lwm = "10"' ;;
+    lwmnb) printf 'innodb_max_dirty_pages_pct_lwm = "10"\ninnodb_flush_neighbors = "0"\n' ;;
+    buf) echo 'innodb_flush_method = "fsync"' ;;   # 10.11: page writes through the page cache
+    lwmbuf) printf 'innodb_max_dirty_pages_pct_lwm = "10"\ninnodb_flush_neighbors = "0"\ninnodb_flush_method = "fsync"\n' ;;
+    lwmbuf11) printf 'innodb_max_dirty_pages_pct_lwm = "10"\ninnodb_flush_neighbors = "0"\ninnodb_data_file_buffering = "ON"\n' ;; # 11.x: as lwmbuf
+    lwm30buf) printf 'innodb_max_dirty_pages_pct_lwm = "30"\ninnodb_flush_neighbors = "0"\ninnodb_flush_method = "fsync"\n' ;;
+    log1g) echo 'innodb_log_file_size = "1G"' ;;
     *) echo "unknown profile $1" >&2; exit 2 ;;
   esac
 }
@@ -45,6 +56,20 @@ $(settings "$1")
 EOF
 }
 
+# trace_status prints, every second, InnoDB's checkpoint age (MB), its
+# limit, dirty pages and the pages flushed since the previous second.
+trace_status() {
+  local prev=0 t=0
+  echo "t checkpoint_age_MB max_MB dirty_pages flushed_per_s flushed_total" > "$1"
+  while sleep 1; do
+    t=$((t + 1))
+    mariadb --no-defaults --skip-ssl -h 127.0.0.1 -P "$MYSQL_PORT" -u "$MYSQL_USER" -p"$MYSQL_PWD" -N -B -e \
+      "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_checkpoint_age','Innodb_checkpoint_max_age','Innodb_buffer_pool_pages_dirty','Innodb_buffer_pool_pages_flushed')" 2>/dev/null |
+      awk -v t="$t" -v prev="$prev" '{v[$1]=$2} END {printf "%d %.1f %.1f %d %d %d\n", t, v["Innodb_checkpoint_age"]/1048576, v["Innodb_checkpoint_max_age"]/1048576, v["Innodb_buffer_pool_pages_dirty"], v["Innodb_buffer_pool_pages_flushed"]-prev, v["Innodb_buffer_pool_pages_flushed"]}' >> "$1"
+    prev="$(tail -1 "$1" | cut -d' ' -f6)"
+  done
+}
+
 recipe old
 (cd "$WORK" && "$D" --store "$STORE" build >/dev/null)
 # Profiles take turns (run 1 of each, then run 2 of each, ...), so a
@@ -56,9 +81,18 @@ for r in $(seq 1 "$RUNS"); do
     id="$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$out" | head -1)"
     ready="$(sed -n 's/.*"ready_ms": \([0-9.]*\).*/\1/p' <<<"$out")"
     eval "$(sed -n 's/.*"\(MYSQL_[A-Z]*\)": "\(.*\)".*/export \1=\2/p' <<<"$out")"
+    extra=() tracer=""
+    if [ -n "${TRACE:-}" ]; then
+      extra=(--report-interval=1 --percentile=100)
+      trace_status "$WORK/status-$VERSION-$p-$r.txt" & tracer=$!
+    fi
     res="$(sysbench oltp_write_only --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$MYSQL_PORT" \
       --mysql-user="$MYSQL_USER" --mysql-password="$MYSQL_PWD" --mysql-db="$MYSQL_DATABASE" \
-      --tables="$TABLES" --table-size="$ROWS" --threads=1 --time="$SECONDS_" --percentile=95 run)"
+      --tables="$TABLES" --table-size="$ROWS" --threads=1 --time="$SECONDS_" --percentile=95 "${extra[@]}" run)"
+    if [ -n "$tracer" ]; then
+      kill "$tracer"; wait "$tracer" 2>/dev/null || true
+      { grep '^\[' <<<"$res"; cat "$WORK/status-$VERSION-$p-$r.txt"; } > "$WORK/trace-$VERSION-$p-$r.txt"
+    fi
     "$D" --store "$STORE" down "$id" >/dev/null
     tps="$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' <<<"$res")"
     p95="$(sed -n 's/.*95th percentile: *\([0-9.]*\).*/\1/p' <<<"$res")"
