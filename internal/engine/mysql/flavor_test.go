@@ -66,8 +66,17 @@ func TestFlavorDifferences(t *testing.T) {
 			t.Errorf("mariadb test profile lacks %s: %s", want, test)
 		}
 	}
+	for _, want := range []string{"--innodb-max-dirty-pages-pct-lwm=10", "--innodb-flush-neighbors=0", "--innodb-flush-method=fsync"} {
+		if !strings.Contains(test, want) {
+			t.Errorf("mariadb 10.11 test profile lacks %s: %s", want, test)
+		}
+	}
+	maria11 := strings.Join(profileArgs(ServerInfo{Flavor: MariaDB, Version: "11.4.5"}, true), " ")
+	if !strings.Contains(maria11, "--innodb-data-file-buffering=ON") || strings.Contains(maria11, "flush-method") {
+		t.Errorf("mariadb 11.4 buffers page writes with innodb_data_file_buffering (innodb_flush_method is deprecated): %s", maria11)
+	}
 	for mem, want := range map[uint64]string{1 << 30: "=64M", 8 << 30: "=256M", 64 << 30: "=512M", 0: "=64M"} {
-		if a := strings.Join(mariadbTestProfile(mem), " "); !strings.Contains(a, "--innodb-buffer-pool-size"+want) {
+		if a := strings.Join(mariadbTestProfile(maria, mem), " "); !strings.Contains(a, "--innodb-buffer-pool-size"+want) {
 			t.Errorf("buffer pool for %d bytes of memory: %s, want %s", mem, a, want)
 		}
 	}
