@@ -5,7 +5,8 @@
 # recipe's [settings] (instances only, not part of the key), each run a
 # fresh `dbfork up`, the sysbench run, `dbfork down`. Prints one line per
 # run: backend, profile, clone+ready ms, tps, p95 and max latency, and the
-# machine's load average (figures from a busy machine are not comparable).
+# machine's load average (figures from a busy machine are not comparable;
+# QUIET=1 waits before each run until the CPUs are nearly idle).
 #   sudo bench/mariadb-sysbench.sh STORE VERSION BACKEND RUNS PROFILE...
 # PROFILE is a name from the table below. Example:
 #   sudo bench/mariadb-sysbench.sh /var/lib/dbfork-bench 10.11 reflink 3 old new
@@ -23,22 +24,23 @@ settings() {
   case "$1" in
     old) # the test profile before issue 16: 16 MiB redo log, 64 MiB buffer pool
       printf 'innodb_log_file_size = "16M"\ninnodb_buffer_pool_size = "64M"\ninnodb_io_capacity = "200"\ninnodb_flush_method = "O_DIRECT"\n' ;;
-    new) ;; # the test profile dbfork passes today (sealed 256 MiB redo log)
+    new) ;; # the test profile dbfork passes today
     log16) echo 'innodb_log_file_size = "16M"' ;;   # today's profile with the 16 MiB redo log of before the seal
-    redo) echo 'innodb_log_file_size = "512M"' ;;
-    log64) echo 'innodb_log_file_size = "64M"' ;;   # today's profile with a 64 MiB redo log (preallocated per clone)
-    bp) echo 'innodb_buffer_pool_size = "512M"' ;;
-    redobp) printf 'innodb_log_file_size = "512M"\ninnodb_buffer_pool_size = "512M"\n' ;;
-    io) printf 'innodb_log_file_size = "512M"\ninnodb_buffer_pool_size = "512M"\ninnodb_io_capacity = "5000"\ninnodb_io_capacity_max = "10000"\n' ;;
-    nosync) printf 'innodb_log_file_size = "512M"\ninnodb_buffer_pool_size = "512M"\ninnodb_flush_method = "nosync"\n' ;;
-    lwm) echo 'innodb_max_dirty_pages_pct_lwm = "10"' ;;
-    lwmnb) printf 'innodb_max_dirty_pages_pct_lwm = "10"\ninnodb_flush_neighbors = "0"\n' ;;
-    buf) echo 'innodb_flush_method = "fsync"' ;;   # 10.11: page writes through the page cache
-    lwmbuf) printf 'innodb_max_dirty_pages_pct_lwm = "10"\ninnodb_flush_neighbors = "0"\ninnodb_flush_method = "fsync"\n' ;;
-    lwmbuf11) printf 'innodb_max_dirty_pages_pct_lwm = "10"\ninnodb_flush_neighbors = "0"\ninnodb_data_file_buffering = "ON"\n' ;; # 11.x: as lwmbuf
-    lwm30buf) printf 'innodb_max_dirty_pages_pct_lwm = "30"\ninnodb_flush_neighbors = "0"\ninnodb_flush_method = "fsync"\n' ;;
-    log1g) echo 'innodb_log_file_size = "1G"' ;;
+    sealed) # the sealed 256 MiB log with the flushing defaults: page cleaner asleep until the log is 7/8 full, O_DIRECT, neighbours
+      printf 'innodb_max_dirty_pages_pct_lwm = "0"\ninnodb_flush_neighbors = "1"\n'; page_writes O_DIRECT ;;
+    nobuf) page_writes O_DIRECT ;;                   # today's profile with O_DIRECT page writes
+    lwm30) echo 'innodb_max_dirty_pages_pct_lwm = "30"' ;;
+    log1g) echo 'innodb_log_file_size = "1G"' ;;     # a larger log, created (preallocated) by each clone
     *) echo "unknown profile $1" >&2; exit 2 ;;
+  esac
+}
+
+# page_writes O_DIRECT|fsync: how data pages are written, in the spelling
+# of the server version (innodb_flush_method is deprecated from 11.0.1).
+page_writes() {
+  case "$VERSION" in
+    10.*) echo "innodb_flush_method = \"$1\"" ;;
+    *) [ "$1" = fsync ] && echo 'innodb_data_file_buffering = "ON"' || echo 'innodb_data_file_buffering = "OFF"' ;;
   esac
 }
 
@@ -72,11 +74,26 @@ trace_status() {
 
 recipe old
 (cd "$WORK" && "$D" --store "$STORE" build >/dev/null)
+# quiet waits (up to QUIET_MAX s, default 180) until the CPUs were less
+# than 15 % busy over 5 s: on a shared machine a run during someone
+# else's test suite measures that suite. Sets busy to the last figure.
+quiet() {
+  local a b i
+  for ((i = 0; i < ${QUIET_MAX:-180}; i += 5)); do
+    read -ra a < /proc/stat; sleep 5; read -ra b < /proc/stat
+    local total=0 idle=$(( b[4] + b[5] - a[4] - a[5] )) k
+    for k in 1 2 3 4 5 6 7 8; do total=$(( total + b[k] - a[k] )); done
+    busy=$(( 100 * (total - idle) / (total > 0 ? total : 1) ))
+    [ "$busy" -lt 15 ] && return 0
+  done
+}
+
 # Profiles take turns (run 1 of each, then run 2 of each, ...), so a
 # machine that gets busier or quieter does not favour one of them.
 for r in $(seq 1 "$RUNS"); do
   for p in "$@"; do
     recipe "$p"
+    busy=""; [ -n "${QUIET:-}" ] && quiet
     out="$(cd "$WORK" && "$D" --store "$STORE" up --backend "$BACKEND" --json)"
     id="$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$out" | head -1)"
     ready="$(sed -n 's/.*"ready_ms": \([0-9.]*\).*/\1/p' <<<"$out")"
@@ -97,7 +114,7 @@ for r in $(seq 1 "$RUNS"); do
     tps="$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' <<<"$res")"
     p95="$(sed -n 's/.*95th percentile: *\([0-9.]*\).*/\1/p' <<<"$res")"
     max="$(sed -n 's/.*max: *\([0-9.]*\).*/\1/p' <<<"$res")"
-    printf '%s %-8s %-6s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  load %s\n' \
-      "$VERSION" "$BACKEND" "$p" "$r" "$ready" "$tps" "$p95" "$max" "$(cut -d' ' -f1 /proc/loadavg)"
+    printf '%s %-8s %-6s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  load %s%s\n' \
+      "$VERSION" "$BACKEND" "$p" "$r" "$ready" "$tps" "$p95" "$max" "$(cut -d' ' -f1 /proc/loadavg)" "${busy:+  busy before ${busy}%}"
   done
 done
