@@ -26,10 +26,11 @@ settings() {
       printf 'innodb_log_file_size = "16M"\ninnodb_buffer_pool_size = "64M"\ninnodb_io_capacity = "200"\ninnodb_flush_method = "O_DIRECT"\n' ;;
     new) ;; # the test profile dbfork passes today
     log16) echo 'innodb_log_file_size = "16M"' ;;   # today's profile with the 16 MiB redo log of before the seal
-    sealed) # the sealed 256 MiB log with the flushing defaults: page cleaner asleep until the log is 7/8 full, O_DIRECT, neighbours
-      printf 'innodb_max_dirty_pages_pct_lwm = "0"\ninnodb_flush_neighbors = "1"\n'; page_writes O_DIRECT ;;
+    sealed) # the sealed 256 MiB log with the flushing settings before: page cleaner asleep until the log is 7/8 full, O_DIRECT, neighbours
+      printf 'innodb_max_dirty_pages_pct_lwm = "0"\ninnodb_flush_neighbors = "1"\ninnodb_io_capacity = "5000"\n'; page_writes O_DIRECT ;;
     nobuf) page_writes O_DIRECT ;;                   # today's profile with O_DIRECT page writes
-    lwm30) echo 'innodb_max_dirty_pages_pct_lwm = "30"' ;;
+    lwm80) echo 'innodb_max_dirty_pages_pct_lwm = "80"' ;;  # awake, but flushing driven by the redo log only
+    io5k) echo 'innodb_io_capacity = "5000"' ;;      # today's profile flushing at up to 5000 pages/s
     log1g) echo 'innodb_log_file_size = "1G"' ;;     # a larger log, created (preallocated) by each clone
     *) echo "unknown profile $1" >&2; exit 2 ;;
   esac

@@ -61,7 +61,7 @@ func TestFlavorDifferences(t *testing.T) {
 	if strings.Contains(test, "--innodb-log-file-size=512M") {
 		t.Error("a larger redo log is preallocated in every clone: private disk the issue forbids")
 	}
-	for _, want := range []string{"--skip-ssl", "--innodb-io-capacity=5000"} {
+	for _, want := range []string{"--skip-ssl", "--innodb-io-capacity=1000"} {
 		if !strings.Contains(test, want) {
 			t.Errorf("mariadb test profile lacks %s: %s", want, test)
 		}
