@@ -61,6 +61,11 @@ type State struct {
 	ResetMs  float64           `json:"reset_ms,omitempty"` // the last reset
 	// ResetSteps: where the last reset's time went (ms per step).
 	ResetSteps map[string]float64 `json:"reset_steps_ms,omitempty"`
+	// Restored: what the last restore of the clone redid (restore.go).
+	Restored *backend.Restored `json:"restored,omitempty"`
+	// RecycledFrom: the released instance whose restored clone this one
+	// took over (Recycle), instead of a new clone.
+	RecycledFrom string `json:"recycled_from,omitempty"`
 }
 
 func newID() string {
