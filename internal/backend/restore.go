@@ -160,7 +160,14 @@ func (r *restorer) dir(rel string) error {
 	if err != nil {
 		return err
 	}
-	cents, err := os.ReadDir(filepath.Join(r.clone, rel))
+	// Entries are looked at relative to the open clone dir: one name to
+	// resolve per entry, not the whole path.
+	cdir, err := os.Open(filepath.Join(r.clone, rel))
+	if err != nil {
+		return err
+	}
+	defer cdir.Close()
+	cents, err := cdir.ReadDir(-1)
 	if err != nil {
 		return err
 	}
@@ -177,37 +184,46 @@ func (r *restorer) dir(rel string) error {
 		}
 	}
 	for _, e := range gents {
-		if err := r.entry(filepath.Join(rel, e.Name())); err != nil {
+		if err := r.entry(int(cdir.Fd()), rel, e.Name(), e.Type()); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// entry makes the clone's rel equal to the golden's.
-func (r *restorer) entry(rel string) error {
+// entry makes the clone's rel equal to the golden's, whose kind the
+// golden's directory listing gave. A regular file whose mark still
+// matches is the golden's: the golden's own file is not even looked at.
+func (r *restorer) entry(cdir int, parent, name string, kind fs.FileMode) error {
+	rel := filepath.Join(parent, name)
 	gp, cp := filepath.Join(r.golden, rel), filepath.Join(r.clone, rel)
-	var g, c unix.Stat_t
-	if err := unix.Lstat(gp, &g); err != nil {
-		return err
-	}
-	kind := g.Mode & unix.S_IFMT
-	if kind != unix.S_IFDIR && kind != unix.S_IFREG && kind != unix.S_IFLNK {
+	if kind != 0 && kind != fs.ModeDir && kind != fs.ModeSymlink {
 		return nil // sockets, fifos: clones never get them
 	}
-	err := unix.Lstat(cp, &c)
+	var c unix.Stat_t
+	err := unix.Fstatat(cdir, name, &c, unix.AT_SYMLINK_NOFOLLOW)
 	missing := errors.Is(err, unix.ENOENT)
 	if err != nil && !missing {
 		return err
 	}
-	if !missing && c.Mode&unix.S_IFMT != kind {
+	if !missing && kind == 0 && c.Mode&unix.S_IFMT == unix.S_IFREG {
+		if old, ok := r.old[rel]; ok && old == markOf(&c) {
+			r.next[rel] = old
+			return nil
+		}
+	}
+	var g unix.Stat_t
+	if err := unix.Lstat(gp, &g); err != nil {
+		return err
+	}
+	if !missing && c.Mode&unix.S_IFMT != g.Mode&unix.S_IFMT {
 		if err := fsutil.RemoveAll(cp); err != nil {
 			return err
 		}
 		r.did.Removed++
 		missing = true
 	}
-	switch kind {
+	switch g.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		if missing {
 			return r.subtree(gp, cp, rel)
@@ -236,17 +252,15 @@ func (r *restorer) entry(rel string) error {
 			return err
 		}
 		return lchown(cp, &g)
-	}
-	if !missing {
-		if old, ok := r.old[rel]; ok && old == markOf(&c) && c.Mode == g.Mode && c.Uid == g.Uid && c.Gid == g.Gid {
-			r.next[rel] = old
-			return nil
+	case unix.S_IFREG:
+		if !missing {
+			if err := os.Remove(cp); err != nil {
+				return err
+			}
 		}
-		if err := os.Remove(cp); err != nil {
-			return err
-		}
+		return r.file(gp, cp, rel, &g)
 	}
-	return r.file(gp, cp, rel, &g)
+	return nil
 }
 
 // file makes the clone's regular file rel again from the golden's.

@@ -3,6 +3,7 @@ package backend_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -170,15 +171,78 @@ func sameTree(t *testing.T, a, b string) {
 	})
 }
 
-func write(t *testing.T, p, data string) {
+func write(t testing.TB, p, data string) {
 	t.Helper()
 	must(t, os.MkdirAll(filepath.Dir(p), 0o700))
 	must(t, os.WriteFile(p, []byte(data), 0o600))
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkRestore: a reset's file work on a clone the shape of a
+// PostgreSQL data dir (1,300 files in 4 databases, two 64 MiB segments)
+// after a test wrote to 20 files, against a new reflink clone.
+//
+//	go test -run '^$' -bench Restore ./internal/backend
+func BenchmarkRestore(b *testing.B) {
+	root := testenv.LoopFS(b, "xfs", 1<<30)
+	golden := filepath.Join(root, "golden")
+	big := strings.Repeat("x", 1<<20)
+	for db := 0; db < 4; db++ {
+		for f := 0; f < 325; f++ {
+			write(b, filepath.Join(golden, "base", fmt.Sprint(db), fmt.Sprint(f)), strings.Repeat("p", 8192))
+		}
+	}
+	for seg := 0; seg < 2; seg++ {
+		p := filepath.Join(golden, "base", "0", fmt.Sprintf("16384.%d", seg))
+		f, err := os.Create(p)
+		must(b, err)
+		for i := 0; i < 64; i++ {
+			_, err = f.WriteString(big)
+			must(b, err)
+		}
+		must(b, f.Close())
+	}
+	ctx := context.Background()
+	r, _ := backend.Get("reflink")
+	clone := filepath.Join(root, "clone")
+	must(b, r.Prepare(ctx, golden, clone, ""))
+	m, err := backend.MarkClone(clone)
+	must(b, err)
+	touch := func() {
+		for i := 0; i < 19; i++ {
+			write(b, filepath.Join(clone, "base", "1", fmt.Sprint(i)), strings.Repeat("w", 8192))
+		}
+		f, err := os.OpenFile(filepath.Join(clone, "base", "0", "16384.1"), os.O_WRONLY, 0)
+		must(b, err)
+		_, err = f.WriteAt([]byte("row"), 12345)
+		must(b, err)
+		must(b, f.Close())
+	}
+	b.Run("restore", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			touch()
+			b.StartTimer()
+			if _, err := r.(backend.Restorer).Restore(ctx, golden, clone, m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("clone", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			c := filepath.Join(root, fmt.Sprint("c", i))
+			if err := r.Prepare(ctx, golden, c, ""); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			must(b, backend.RemoveDataDir(c))
+			b.StartTimer()
+		}
+	})
 }

@@ -87,7 +87,9 @@ func (st *State) save() error {
 	if err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(statePath(st.Dir), data, 0o600)
+	// Not synced: a reboot ends servers and mounts too, and gc removes
+	// an instance whose record it cannot read.
+	return fsutil.ReplaceFile(statePath(st.Dir), data, 0o600)
 }
 
 // Load reads one instance record.
