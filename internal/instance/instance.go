@@ -99,7 +99,12 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err := makeDir(eng, st); err != nil {
 		return nil, err
 	}
-	u, err := claimUser(s, st)
+	var u store.User
+	if o.from != nil {
+		u, err = takeUser(s, st, o.from)
+	} else {
+		u, err = claimUser(s, st)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +146,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	}
 	st.StartMs = ms(time.Since(t1))
 	st.ReadyMs = ms(time.Since(t0))
+	st.ReadySteps = map[string]float64{"clone": st.CloneMs, "start": st.StartMs}
 	conn := eng.Conn(srv)
 	st.Conn = &conn
 	st.Status = StatusReady

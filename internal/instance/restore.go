@@ -29,6 +29,8 @@ const marksFile = "clone.marks"
 type restored struct {
 	dataDir string
 	marks   *backend.Marks
+	uid     int    // the stopped server's uid, passed on (takeUser)
+	owner   string // the old instance dir, which holds the uid's claim
 }
 
 // keepMarks records the marks of a new instance's clone: those of a
@@ -166,12 +168,16 @@ func (in *Instance) Recycle(ctx context.Context, s *store.Store, eng engine.Engi
 	if err := rs.restoreStopped(ctx, in, rb, m); err != nil {
 		return nil, destroy(fmt.Errorf("recycle instance %s: %w", st.ID, err))
 	}
-	o.Backend, o.from = b.Name(), &restored{dataDir: st.DataDir, marks: m}
+	o.Backend, o.from = b.Name(), &restored{dataDir: st.DataDir, marks: m, uid: st.UID, owner: st.Dir}
 	nin, err := Create(ctx, s, eng, g, o)
 	if err != nil {
 		return nil, destroy(fmt.Errorf("recycle instance %s: %w", st.ID, err))
 	}
 	nin.State.Restored, nin.State.RecycledFrom = st.Restored, st.ID
+	steps := rs.steps // stop, restore
+	steps["move"], steps["start"] = nin.State.CloneMs, nin.State.StartMs
+	nin.State.ReadySteps = steps
+	nin.State.ReadyMs = ms(time.Since(rs.t0))
 	_ = nin.State.save()
 	return nin, destroy(nil)
 }

@@ -66,6 +66,10 @@ type State struct {
 	// RecycledFrom: the released instance whose restored clone this one
 	// took over (Recycle), instead of a new clone.
 	RecycledFrom string `json:"recycled_from,omitempty"`
+	// ReadySteps: where making this instance's time went (ms per step):
+	// clone and start, or for a recycled one the old server's stop, the
+	// restore, the move into this instance and the start.
+	ReadySteps map[string]float64 `json:"ready_steps_ms,omitempty"`
 }
 
 func newID() string {
