@@ -71,8 +71,10 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err := golden.Share(s, g); err != nil {
 		return nil, err
 	}
-	if err := golden.CheckClonable(g); err != nil {
-		return nil, err
+	if o.from == nil { // Recycle checked it before restoring from it
+		if err := golden.CheckClonable(g); err != nil {
+			return nil, err
+		}
 	}
 	b, why, err := backend.Select(ctx, o.Backend, s.InstancesDir(), g.DataDir())
 	if err != nil {
