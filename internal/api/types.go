@@ -152,7 +152,8 @@ type Lease struct {
 	AcquireMs float64           `json:"acquire_ms"` // time inside the daemon
 	ReadyMs   float64           `json:"ready_ms"`   // how long the instance took to clone and start
 	// ReadySteps is where ReadyMs went: clone, start; or for an instance
-	// recycled from a released one: stop, restore, move, start.
+	// recycled from a released one: stop, restore, move, start (OverlayFS:
+	// stop, remove, clone, start).
 	ReadySteps  map[string]float64 `json:"ready_steps_ms,omitempty"`
 	Pool        string             `json:"pool"`
 	Kept        bool               `json:"kept,omitempty"` // handed over: lives until `dbfork down`

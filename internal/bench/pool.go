@@ -70,7 +70,7 @@ func Pool(ctx context.Context, c *api.Client, req api.AcquireRequest, clients, c
 				for k, v := range l.ReadySteps {
 					steps[k] = append(steps[k], v)
 				}
-				if _, ok := l.ReadySteps["restore"]; ok {
+				if _, ok := l.ReadySteps["stop"]; ok { // made from a released one
 					recycled++
 				}
 				if others > 0 {

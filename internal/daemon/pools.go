@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/faults"
@@ -127,7 +128,15 @@ func (d *Daemon) createPooled(ctx context.Context, e *entry) (*instance.Instance
 	if err != nil {
 		return in, err
 	}
-	if !e.prewarm {
+	return d.warm(ctx, e, in, e.prewarm)
+}
+
+// warm readies a new instance of e's pool while it waits: with prewarm,
+// its clone is read once (hot tables copied up); then its fresh
+// databases are made. On error the instance is destroyed.
+func (d *Daemon) warm(ctx context.Context, e *entry, in *instance.Instance, prewarm bool) (*instance.Instance, error) {
+	var err error
+	if !prewarm {
 		d.prepareFresh(ctx, e, in)
 		return in, nil
 	}
@@ -178,8 +187,10 @@ func (d *Daemon) recyclePooled(ctx context.Context, e *entry, in *instance.Insta
 		return nil, err
 	}
 	d.o.Log.Debug("recycled", "from", in.State.ID, "id", nin.State.ID, "ms", nin.State.ReadyMs)
-	d.prepareFresh(ctx, e, nin)
-	return nin, nil
+	// A restored clone kept its files and their cached pages; a clone
+	// that copies up (OverlayFS) is a new mount whose hot tables must be
+	// copied up again.
+	return d.warm(ctx, e, nin, e.prewarm && backend.CopiesUp(nin.State.Backend))
 }
 
 // destroyPooled stops and removes a pool's instance.

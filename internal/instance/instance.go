@@ -110,7 +110,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err != nil {
 		return nil, err
 	}
-	if o.from != nil {
+	if o.from != nil && o.from.dataDir != "" {
 		// Recycle: the clone exists, restored; it only moves here.
 		if err := os.Rename(o.from.dataDir, st.DataDir); err != nil {
 			return nil, fmt.Errorf("move restored clone into instance %s: %w", id, err)

@@ -24,10 +24,11 @@ import (
 // `dbfork reset ID` from another process.
 const marksFile = "clone.marks"
 
-// restored is a clone put back to its golden, waiting to move into a new
-// instance (Recycle → Create).
+// restored is what a recycled instance hands to the new one (Recycle →
+// Create): its clone put back to the golden, or none (a mounted clone is
+// unmounted and the new instance mounts its own), and its uid.
 type restored struct {
-	dataDir string
+	dataDir string // "": Create makes a new clone
 	marks   *backend.Marks
 	uid     int    // the stopped server's uid, passed on (takeUser)
 	owner   string // the old instance dir, which holds the uid's claim
@@ -152,7 +153,10 @@ func (in *Instance) Recycle(ctx context.Context, s *store.Store, eng engine.Engi
 		return nil, destroy(err)
 	}
 	rb, m := in.canRestore(b)
-	if rb == nil {
+	// An OverlayFS clone is remade by a new mount (under a millisecond):
+	// recycling it only saves the new instance its uid claim.
+	remount := rb == nil && b.Name() == "overlay" && store.IsDynamicUID(st.UID)
+	if rb == nil && !remount {
 		return nil, errs.Unsupported("instance %s cannot be restored in place", st.ID)
 	}
 	in.stopAhead()
@@ -165,17 +169,29 @@ func (in *Instance) Recycle(ctx context.Context, s *store.Store, eng engine.Engi
 	if err := rs.stopServer(ctx); err != nil {
 		return nil, destroy(err)
 	}
-	if err := rs.restoreStopped(ctx, in, rb, m); err != nil {
-		return nil, destroy(fmt.Errorf("recycle instance %s: %w", st.ID, err))
+	o.Backend, o.from = b.Name(), &restored{uid: st.UID, owner: st.Dir}
+	if remount {
+		if err := removeClone(ctx, b, st.DataDir, st.Scratch); err != nil {
+			return nil, destroy(fmt.Errorf("recycle instance %s: %w", st.ID, err))
+		}
+		rs.lap("remove")
+	} else {
+		if err := rs.restoreStopped(ctx, in, rb, m); err != nil {
+			return nil, destroy(fmt.Errorf("recycle instance %s: %w", st.ID, err))
+		}
+		o.from.dataDir, o.from.marks = st.DataDir, m
 	}
-	o.Backend, o.from = b.Name(), &restored{dataDir: st.DataDir, marks: m, uid: st.UID, owner: st.Dir}
 	nin, err := Create(ctx, s, eng, g, o)
 	if err != nil {
 		return nil, destroy(fmt.Errorf("recycle instance %s: %w", st.ID, err))
 	}
 	nin.State.Restored, nin.State.RecycledFrom = st.Restored, st.ID
 	steps := rs.steps // stop, restore
-	steps["move"], steps["start"] = nin.State.CloneMs, nin.State.StartMs
+	step := "move"    // the restored clone into the new instance
+	if remount {
+		step = "clone"
+	}
+	steps[step], steps["start"] = nin.State.CloneMs, nin.State.StartMs
 	nin.State.ReadySteps = steps
 	nin.State.ReadyMs = ms(time.Since(rs.t0))
 	_ = nin.State.save()
