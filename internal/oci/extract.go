@@ -81,6 +81,9 @@ func (x *extraction) extract(ctx context.Context, tr *tar.Reader) (err error) {
 			if w.failed.Load() {
 				return errWriterFailed
 			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			buf := w.buffer()
 			m, err := io.ReadFull(tr, buf[:min(int64(len(buf)), e.n-read)])
 			if err != nil {
