@@ -185,6 +185,9 @@ func (w *entryWriter) write(p span) error {
 	}
 	if p.buf == nil {
 		w.open = nil
+		if w.x.wb != nil {
+			w.x.wb.finish(e.fd)
+		}
 		if err := e.fd.Close(); err != nil {
 			return fmt.Errorf("write %s: %w", e.rel, err)
 		}
@@ -202,7 +205,7 @@ func (w *entryWriter) write(p span) error {
 		return fmt.Errorf("write %s (%d bytes at %d): %w", e.rel, len(p.buf), at, err)
 	}
 	if w.x.wb != nil {
-		w.x.wb.wrote(int64(len(p.buf)))
+		w.x.wb.wrote(e.fd, int64(len(p.buf)))
 	}
 	return nil
 }

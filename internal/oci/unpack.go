@@ -216,7 +216,7 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 		}
 	}
 	if o.WritebackEvery > 0 {
-		x.wb = startWriteback(data, o.WritebackEvery)
+		x.wb = startWriteback(o.WritebackEvery)
 	}
 	counts, err := unpackLayers(ctx, src, a.man.Layers, x, o)
 	if x.wb != nil {

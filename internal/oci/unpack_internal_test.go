@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -136,16 +137,27 @@ func TestUnpackParallelSpans(t *testing.T) {
 	testenv.RequireRoot(t)
 	files := map[string][]byte{"base/a": content(1, 3<<20+123), "base/big": content(2, 5<<20+4096*3), "base/empty": nil,
 		"base/zeros": make([]byte, 2<<20)}
+	// More small files than the writeback keeps descriptors for.
+	var small []tarEntry
+	for i := range maxFinished + 50 {
+		p := fmt.Sprintf("base/s%03d", i)
+		files[p] = content(int64(10+i), 5000)
+		small = append(small, tarEntry{path: p, data: files[p]})
+	}
 	big := files["base/big"]
 	cut := int64(2<<20 + 4096)
 	src := artifactOf(t, files,
 		layerBlob(t, tarEntry{path: "base/big", off: cut, data: big[cut:]}),
-		layerBlob(t, tarEntry{path: "base/a", data: files["base/a"]}, tarEntry{path: "base/empty"}, tarEntry{path: "base/zeros", data: files["base/zeros"]}),
+		layerBlob(t, append([]tarEntry{{path: "base/a", data: files["base/a"]}, {path: "base/empty"}, {path: "base/zeros", data: files["base/zeros"]}}, small...)...),
 		layerBlob(t, tarEntry{path: "base/big", data: big[:cut]}))
 	s := unpackStore(t)
+	fds := openFiles(t)
 	res, err := Unpack(context.Background(), s, src, "x", UnpackOptions{Parallel: 3, WritebackEvery: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := openFiles(t); n > fds {
+		t.Errorf("%d descriptors open after the pull, %d before", n, fds)
 	}
 	verifyFull(t, res.Golden)
 	for p, want := range files {
@@ -161,6 +173,15 @@ func TestUnpackParallelSpans(t *testing.T) {
 	if st.Blocks*512 > 256<<10 {
 		t.Errorf("a file of zeros owns %d bytes; its blocks should be holes", st.Blocks*512)
 	}
+}
+
+func openFiles(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
 
 // Layers Pack would never write are refused, whichever layer fails and
