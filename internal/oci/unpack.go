@@ -49,9 +49,10 @@ type UnpackOptions struct {
 	// Parallel is how many layers are unpacked at once (0: as many as
 	// there are cores, at most 4).
 	Parallel int
-	// WritebackEvery flushes the store's filesystem in the background each
-	// time that many more bytes have been written, so the disk works while
-	// layers decompress (0: every 32 MiB; < 0: only once at the end).
+	// WritebackEvery: each time that many more bytes have been written,
+	// the pull's files are flushed in the background, so the disk works
+	// while layers decompress (0: every 32 MiB; < 0: only by the final
+	// syncfs).
 	WritebackEvery int64
 }
 
