@@ -48,6 +48,18 @@ func (sp *spares) invalidate() {
 	sp.gen++
 }
 
+// take hands out a ready spare of server srv (none: "").
+func (sp *spares) take(srv *engine.Server) string {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.server != srv || len(sp.ready) == 0 {
+		return ""
+	}
+	name := sp.ready[0]
+	sp.ready = sp.ready[1:]
+	return name
+}
+
 // srv is the instance's server now.
 func (sp *spares) srv() *engine.Server {
 	sp.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -108,7 +109,10 @@ func (d *Daemon) factory(e *entry) pool.Factory[*instance.Instance] {
 	return pool.Factory[*instance.Instance]{
 		Create:  func(ctx context.Context) (*instance.Instance, error) { return d.createPooled(ctx, e) },
 		Destroy: d.destroyPooled,
-		ID:      func(in *instance.Instance) string { return in.State.ID },
+		Recycle: func(ctx context.Context, in *instance.Instance) (*instance.Instance, error) {
+			return d.recyclePooled(ctx, e, in)
+		},
+		ID: func(in *instance.Instance) string { return in.State.ID },
 		OnError: func(op string, err error) {
 			d.o.Log.Error("pool "+op+" failed", "pool", e.id, "err", err)
 		},
@@ -148,6 +152,34 @@ func (d *Daemon) createPooled(ctx context.Context, e *entry) (*instance.Instance
 	d.o.Log.Debug("prewarmed", "id", in.State.ID, "bytes", pw.Bytes, "ms", pw.Ms, "copied_up", pw.CopiedUp, "cut_short", pw.Cut)
 	d.prepareFresh(ctx, e, in)
 	return in, nil
+}
+
+// recyclePooled makes a released instance into a new one for e's pool:
+// its clone is restored to the golden (only the files its server changed)
+// and handed to a new instance with a new id, uid, password and port
+// (instance.Recycle). The page cache stays warm, so there is no prewarm.
+// A clone that cannot be restored is destroyed and a new one created.
+func (d *Daemon) recyclePooled(ctx context.Context, e *entry, in *instance.Instance) (*instance.Instance, error) {
+	d.mu.Lock()
+	delete(d.spares, in.State.ID) // its fresh databases go with the restore
+	d.mu.Unlock()
+	nin, err := in.Recycle(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe})
+	if errors.Is(err, errs.ErrUnsupported) {
+		// Not ctx: a pool that closes meanwhile still needs it gone.
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := in.Destroy(dctx, d.o.Store)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		return d.createPooled(ctx, e)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.o.Log.Debug("recycled", "from", in.State.ID, "id", nin.State.ID, "ms", nin.State.ReadyMs)
+	d.prepareFresh(ctx, e, nin)
+	return nin, nil
 }
 
 // destroyPooled stops and removes a pool's instance.

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -106,6 +108,9 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 	if timeout == 0 {
 		timeout = 60 * time.Second
 	}
+	if spec.Wrap == nil { // the data dir is in our mount namespace
+		waitPIDFileReady(ctx, srv, timeout)
+	}
 	c, err := engine.WaitReady(ctx, srv, timeout, func(ctx context.Context) (*pgx.Conn, error) { return ready(ctx, srv) })
 	if err != nil {
 		return srv, err
@@ -198,4 +203,35 @@ func writeHBA(spec engine.StartSpec) (string, error) {
 		return "", err
 	}
 	return p, spec.User.Chown(p)
+}
+
+// waitPIDFileReady waits until the postmaster says in postmaster.pid that
+// it accepts connections (line 8, "ready", PostgreSQL 10 and later), the
+// server exits, or timeout passes; WaitReady then connects once. Reading
+// a small file every millisecond costs nothing, where each early
+// connection attempt forks a backend that only answers "the database
+// system is starting up", taking CPU from the startup it waits for.
+func waitPIDFileReady(ctx context.Context, srv *engine.Server, timeout time.Duration) {
+	path := filepath.Join(srv.DataDir, "postmaster.pid")
+	deadline := time.Now().Add(timeout)
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for time.Now().Before(deadline) && !srv.Exited() {
+		if b, err := os.ReadFile(path); err == nil {
+			lines := strings.Split(string(b), "\n")
+			if len(lines) > 7 && strings.TrimSpace(lines[0]) == strconv.Itoa(srv.Process.PID) {
+				switch strings.TrimSpace(lines[7]) {
+				case "ready":
+					return
+				case "stopping":
+					return // WaitReady reports it
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
