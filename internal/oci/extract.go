@@ -21,7 +21,7 @@ import (
 
 const (
 	spanSize = 1 << 20 // bytes handed from a layer's decoder to its writer at a time
-	spansOut = 4       // pieces in flight per layer
+	spansOut = 4       // spans in flight per layer
 )
 
 // extraction is what every layer of one pull writes into.
