@@ -14,12 +14,19 @@ import (
 // instance: the golden's data only, a new id, port and password, and
 // nothing of the old one reachable or left in the store.
 func TestReleasedInstanceIsRecycled(t *testing.T) {
+	// copy: restored file by file; overlay: unmounted and mounted anew.
+	for _, b := range []string{"copy", "overlay"} {
+		t.Run(b, func(t *testing.T) { recycled(t, b) })
+	}
+}
+
+func recycled(t *testing.T, backendName string) {
 	w := newWorld(t, "[pool]\nmin = 1\nmax = 1\n")
 	ctx := context.Background()
 	seen := map[string]bool{}
 	var prev *api.Lease
 	for i := 0; i < 3; i++ {
-		l := w.acquire(api.AcquireRequest{Backend: "copy"})
+		l := w.acquire(api.AcquireRequest{Backend: backendName})
 		if seen[l.ID] {
 			t.Fatalf("lease %d: id %s handed out before", i, l.ID)
 		}
@@ -35,8 +42,11 @@ func TestReleasedInstanceIsRecycled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.RecycledFrom != prev.ID || st.Restored == nil || st.Restored.Files == 0 {
-				t.Errorf("lease %d: recycled from %q (restored %+v), want from %s with files redone", i, st.RecycledFrom, st.Restored, prev.ID)
+			if st.RecycledFrom != prev.ID || l.ReadySteps["stop"] <= 0 {
+				t.Errorf("lease %d: recycled from %q (steps %v), want from %s", i, st.RecycledFrom, l.ReadySteps, prev.ID)
+			}
+			if restored := st.Restored != nil && st.Restored.Files > 0; restored != (backendName == "copy") {
+				t.Errorf("lease %d on %s: restored %+v", i, backendName, st.Restored)
 			}
 			if l.Env["PGPASSWORD"] == prev.Env["PGPASSWORD"] || l.DSN == prev.DSN {
 				t.Errorf("lease %d kept the released lease's credentials: %s", i, l.DSN)
