@@ -246,3 +246,63 @@ func BenchmarkRestore(b *testing.B) {
 		}
 	})
 }
+
+// A server user swapping a clone's dirs for symlinks while root restores
+// it (a process that outlived the stop) can make the restore fail, never
+// make it touch what the symlinks point at.
+func TestRestoreRacingSymlinkSwaps(t *testing.T) {
+	root := testenv.Dir(t)
+	ctx := context.Background()
+	golden := filepath.Join(root, "golden")
+	for db := 0; db < 3; db++ {
+		for f := 0; f < 50; f++ {
+			write(t, filepath.Join(golden, "base", fmt.Sprint(db), fmt.Sprint(f)), "page")
+		}
+	}
+	outside := filepath.Join(root, "outside")
+	for f := 0; f < 50; f++ {
+		write(t, filepath.Join(outside, fmt.Sprint(f)), "keep me")
+	}
+	write(t, filepath.Join(outside, "extra"), "keep me too")
+	b, _ := backend.Get("copy")
+	clone := filepath.Join(root, "clone")
+	must(t, b.Prepare(ctx, golden, clone, ""))
+	m, err := backend.MarkClone(clone)
+	must(t, err)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d := filepath.Join(clone, "base", "1")
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = os.Rename(d, d+"x")
+			_ = os.Symlink(outside, d)
+			_ = os.WriteFile(filepath.Join(clone, "base", "0", fmt.Sprint(i%50)), []byte("changed"), 0o600)
+			_ = os.Remove(d)
+			_ = os.Rename(d+"x", d)
+		}
+	}()
+	for i := 0; i < 20; i++ {
+		_, _ = b.(backend.Restorer).Restore(ctx, golden, clone, m)
+	}
+	close(stop)
+	<-done
+	for f := 0; f < 50; f++ {
+		if got, err := os.ReadFile(filepath.Join(outside, fmt.Sprint(f))); err != nil || string(got) != "keep me" {
+			t.Fatalf("outside/%d after racing restores: %q, %v", f, got, err)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(outside, "extra")); err != nil || string(got) != "keep me too" {
+		t.Fatalf("outside/extra removed by a restore: %q, %v", got, err)
+	}
+	// Once nothing races it, a restore brings the golden back.
+	if _, err := b.(backend.Restorer).Restore(ctx, golden, clone, m); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, golden, clone)
+}

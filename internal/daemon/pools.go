@@ -181,7 +181,10 @@ func (d *Daemon) recyclePooled(ctx context.Context, e *entry, in *instance.Insta
 		if err != nil {
 			return nil, err
 		}
-		return d.createPooled(ctx, e)
+		return nil, pool.ErrRecreate
+	}
+	if errors.Is(err, errs.ErrConflict) {
+		return nil, pool.ErrRecreate // not ready (a reset failed): destroyed, as expected
 	}
 	if err != nil {
 		return nil, err

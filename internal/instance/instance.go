@@ -101,16 +101,11 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err := makeDir(eng, st); err != nil {
 		return nil, err
 	}
-	var u store.User
-	if o.from != nil {
-		u, err = takeUser(s, st, o.from)
-	} else {
-		u, err = claimUser(s, st)
-	}
+	u, err := claimUser(s, st)
 	if err != nil {
 		return nil, err
 	}
-	if o.from != nil && o.from.dataDir != "" {
+	if o.from != nil {
 		// Recycle: the clone exists, restored; it only moves here.
 		if err := os.Rename(o.from.dataDir, st.DataDir); err != nil {
 			return nil, fmt.Errorf("move restored clone into instance %s: %w", id, err)

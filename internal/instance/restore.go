@@ -24,14 +24,11 @@ import (
 // `dbfork reset ID` from another process.
 const marksFile = "clone.marks"
 
-// restored is what a recycled instance hands to the new one (Recycle →
-// Create): its clone put back to the golden, or none (a mounted clone is
-// unmounted and the new instance mounts its own), and its uid.
+// restored is a clone put back to its golden, waiting to move into a new
+// instance (Recycle → Create).
 type restored struct {
-	dataDir string // "": Create makes a new clone
+	dataDir string
 	marks   *backend.Marks
-	uid     int    // the stopped server's uid, passed on (takeUser)
-	owner   string // the old instance dir, which holds the uid's claim
 }
 
 // keepMarks records the marks of a new instance's clone: those of a
@@ -60,16 +57,17 @@ func (in *Instance) keepMarks(b backend.Backend, from *restored) {
 
 // canRestore returns the restorer and marks for resetting in's clone by
 // restoring it, or nil when it must be cloned anew: the backend cannot,
-// the clone has no marks, or a process outside the instance could write
-// in the clone while root restores it (a server user shared by several
-// instances). Instances of their own uid (root) and instances of an
-// unprivileged daemon (whose processes cannot gain anything) qualify.
+// the clone has no marks, or the instance has no uid of its own. Only a
+// uid of its own lets every process that could still write in the clone
+// be found and killed first (programs a test's SQL started keep running
+// otherwise, their working dir in the clone); an unprivileged daemon's
+// servers run as the daemon's user.
 func (in *Instance) canRestore(b backend.Backend) (backend.Restorer, *backend.Marks) {
 	rb, ok := b.(backend.Restorer)
 	if !ok {
 		return nil, nil
 	}
-	if os.Geteuid() == 0 && !store.IsDynamicUID(in.State.UID) {
+	if !store.IsDynamicUID(in.State.UID) {
 		return nil, nil
 	}
 	if in.marks == nil {
@@ -153,10 +151,7 @@ func (in *Instance) Recycle(ctx context.Context, s *store.Store, eng engine.Engi
 		return nil, destroy(err)
 	}
 	rb, m := in.canRestore(b)
-	// An OverlayFS clone is remade by a new mount (under a millisecond):
-	// recycling it only saves the new instance its uid claim.
-	remount := rb == nil && b.Name() == "overlay" && store.IsDynamicUID(st.UID)
-	if rb == nil && !remount {
+	if rb == nil {
 		return nil, errs.Unsupported("instance %s cannot be restored in place", st.ID)
 	}
 	in.stopAhead()
@@ -169,29 +164,17 @@ func (in *Instance) Recycle(ctx context.Context, s *store.Store, eng engine.Engi
 	if err := rs.stopServer(ctx); err != nil {
 		return nil, destroy(err)
 	}
-	o.Backend, o.from = b.Name(), &restored{uid: st.UID, owner: st.Dir}
-	if remount {
-		if err := removeClone(ctx, b, st.DataDir, st.Scratch); err != nil {
-			return nil, destroy(fmt.Errorf("recycle instance %s: %w", st.ID, err))
-		}
-		rs.lap("remove")
-	} else {
-		if err := rs.restoreStopped(ctx, in, rb, m); err != nil {
-			return nil, destroy(fmt.Errorf("recycle instance %s: %w", st.ID, err))
-		}
-		o.from.dataDir, o.from.marks = st.DataDir, m
+	if err := rs.restoreStopped(ctx, in, rb, m); err != nil {
+		return nil, destroy(fmt.Errorf("recycle instance %s: %w", st.ID, err))
 	}
+	o.Backend, o.from = b.Name(), &restored{dataDir: st.DataDir, marks: m}
 	nin, err := Create(ctx, s, eng, g, o)
 	if err != nil {
 		return nil, destroy(fmt.Errorf("recycle instance %s: %w", st.ID, err))
 	}
 	nin.State.Restored, nin.State.RecycledFrom = st.Restored, st.ID
 	steps := rs.steps // stop, restore
-	step := "move"    // the restored clone into the new instance
-	if remount {
-		step = "clone"
-	}
-	steps[step], steps["start"] = nin.State.CloneMs, nin.State.StartMs
+	steps["move"], steps["start"] = nin.State.CloneMs, nin.State.StartMs
 	nin.State.ReadySteps = steps
 	nin.State.ReadyMs = ms(time.Since(rs.t0))
 	_ = nin.State.save()

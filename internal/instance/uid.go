@@ -31,24 +31,6 @@ func claimUser(s *store.Store, st *State) (store.User, error) {
 	return u, os.Chmod(st.Dir, 0o711)
 }
 
-// takeUser passes the uid of a recycled instance's server (whose
-// processes are all gone) to st, instead of claiming a new one: the
-// claim moves from the old instance's dir to st's in one rename, and no
-// scan of /proc is needed to find the uid unused.
-func takeUser(s *store.Store, st *State, from *restored) (store.User, error) {
-	if !store.IsDynamicUID(from.uid) {
-		return claimUser(s, st)
-	}
-	if err := store.PassClaim(from.uid, from.owner, st.Dir); err != nil {
-		return store.User{}, err
-	}
-	st.UID = from.uid
-	if err := st.save(); err != nil {
-		return store.User{}, err
-	}
-	return s.UserOf(from.uid), os.Chmod(st.Dir, 0o711)
-}
-
 // handOver gives a new clone's root to the instance's uid, mode 0700 (as
 // PostgreSQL demands of a data dir). The files below stay the server
 // user's, shared with its group (golden.Share), so reaching them takes

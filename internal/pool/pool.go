@@ -37,6 +37,11 @@ const (
 // ErrClosed is returned by calls on a closed pool.
 var ErrClosed = errors.New("pool is shut down")
 
+// ErrRecreate is what Factory.Recycle returns when it destroyed the old
+// item without making a new one because it cannot (not a failure): the
+// slot then makes one with Create.
+var ErrRecreate = errors.New("item cannot be recycled; create a new one")
+
 // ErrUnknown is returned by Release for an id the pool did not lease.
 var ErrUnknown = errors.New("no such lease in this pool")
 
@@ -224,8 +229,12 @@ func (p *Pool[T]) recycleLocked(s *slot[T]) {
 	go func() {
 		defer p.wg.Done()
 		item, err := p.f.Recycle(ctx, old)
+		op := "recycle"
+		if errors.Is(err, ErrRecreate) {
+			item, op, err = p.create(ctx)
+		}
 		cancel()
-		p.settle(s, item, err, "recycle")
+		p.settle(s, item, err, op)
 	}()
 	p.broadcastLocked()
 }
@@ -380,10 +389,16 @@ func (p *Pool[T]) startLocked() {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		item, err := p.f.Create(ctx)
+		item, op, err := p.create(ctx)
 		cancel()
-		p.settle(s, item, err, "create")
+		p.settle(s, item, err, op)
 	}()
+}
+
+// create runs Factory.Create for a warming slot; op names it for settle.
+func (p *Pool[T]) create(ctx context.Context) (item T, op string, err error) {
+	item, err = p.f.Create(ctx)
+	return item, "create", err
 }
 
 // settle ends a warming slot with what Create or Recycle made.
@@ -404,7 +419,9 @@ func (p *Pool[T]) settle(s *slot[T], item T, err error, op string) {
 		}
 		return
 	}
-	p.failures = 0
+	if op == "create" {
+		p.failures = 0 // a recycle says nothing about creates
+	}
 	s.item, s.id = item, p.f.ID(item)
 	p.byID[s.id] = s
 	// A recycled item nobody needs (Min ready already, no one waiting)

@@ -182,3 +182,29 @@ func TestCloseDuringRecycle(t *testing.T) {
 	// nothing is left.
 	closePool(t, p, r.fake)
 }
+
+func TestRecycleThatCannotMakesANewOne(t *testing.T) {
+	r := newRecycler()
+	p, err := New(Config{Min: 1, Max: 1}, r.factory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closePool(t, p, r.fake)
+	a, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	creates := r.createCount()
+	if err := p.Release(a.id); err != nil {
+		t.Fatal(err)
+	}
+	r.recycleGate <- ErrRecreate
+	st := waitFor(t, p, "a new one ready", func(s Stats) bool { return s.Ready == 1 && s.Warming == 0 })
+	if st.LastError != "" || r.createCount() != creates+1 {
+		t.Fatalf("after a recycle that could not: %+v, %d creates (want 1)", st, r.createCount()-creates)
+	}
+	b, err := p.Acquire(context.Background())
+	if err != nil || b.id == a.id || b.id[0] != 'i' {
+		t.Fatalf("acquire got %v %v, want a created item", b, err)
+	}
+}

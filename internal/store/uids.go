@@ -134,32 +134,6 @@ func inSubIDRange(file string, id int) bool {
 
 func claimPath(uid int) string { return filepath.Join(ClaimsDir, strconv.Itoa(uid)) }
 
-// PassClaim hands uid, claimed by from, to owner to without a moment
-// unclaimed (the claim file is replaced whole): a recycled clone keeps
-// its server's uid, whose processes the caller has killed. It fails when
-// from no longer holds the claim.
-func PassClaim(uid int, from, to string) error {
-	if !IsDynamicUID(uid) {
-		return fmt.Errorf("uid %d is not a dynamic uid", uid)
-	}
-	if claimOwner(uid) != from {
-		return fmt.Errorf("uid %d is not claimed by %s", uid, from)
-	}
-	tmp, err := os.CreateTemp(ClaimsDir, "pass-")
-	if err != nil {
-		return fmt.Errorf("pass uid %d on: %w", uid, err)
-	}
-	defer os.Remove(tmp.Name())
-	_, werr := tmp.WriteString(to + "\n")
-	if cerr := tmp.Close(); werr != nil || cerr != nil {
-		return fmt.Errorf("pass uid %d on: %v %v", uid, werr, cerr)
-	}
-	if err := os.Rename(tmp.Name(), claimPath(uid)); err != nil {
-		return fmt.Errorf("pass uid %d on: %w", uid, err)
-	}
-	return nil
-}
-
 // claimOwner is the owner a claim names ("" when there is none).
 func claimOwner(uid int) string {
 	b, err := os.ReadFile(claimPath(uid))
