@@ -41,8 +41,10 @@ type Restored struct {
 // chown or replacement moves the change time (which no unprivileged call
 // can set back) or the inode, so a file whose mark still matches holds the
 // golden's bytes. The clone is marked before its server first starts: the
-// server's first write comes tens of milliseconds later, well past the
-// timestamp granularity.
+// server's first write comes tens of milliseconds later (PostgreSQL and
+// MariaDB take 20 ms and more to start), past the kernel's timestamp
+// granularity (one timer tick, 1–10 ms; from Linux 6.13 on, any change
+// after a stat gets a newer ctime anyway).
 type Marks struct {
 	Files map[string]Mark // by path relative to the clone
 }
@@ -87,14 +89,14 @@ func (m *Marks) Save(path string) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
-		return err
+		return fmt.Errorf("save clone marks: %w", err)
 	}
 	if err := gob.NewEncoder(f).Encode(m); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("save clone marks: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		return err
+		return fmt.Errorf("save clone marks: %w", err)
 	}
 	return os.Rename(tmp, path)
 }

@@ -111,7 +111,10 @@ func (p *Postgres) SwapDatabase(ctx context.Context, srv *engine.Server, name, w
 	}
 	defer c.Close(context.Background())
 	rename := fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", ident(name), ident(trash))
-	deadline := time.Now().Add(10 * time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // clients reconnecting without end
+	defer cancel()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
 	for {
 		if _, err := c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", name); err != nil {
 			return fmt.Errorf("swap database %s: %w", name, err)
@@ -121,13 +124,14 @@ func (p *Postgres) SwapDatabase(ctx context.Context, srv *engine.Server, name, w
 			break
 		}
 		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "55006" || time.Now().After(deadline) { // object_in_use
+		if !errors.As(err, &pe) || pe.Code != "55006" { // object_in_use
 			return fmt.Errorf("swap database %s: %w", name, err)
 		}
+		retry.Reset(2 * time.Millisecond)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
+			return fmt.Errorf("swap database %s: its connections keep coming back: %w", name, ctx.Err())
+		case <-retry.C:
 		}
 	}
 	if _, err := c.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", ident(with), ident(name))); err != nil {
