@@ -80,11 +80,12 @@ type Factory[T any] struct {
 }
 
 type slot[T any] struct {
-	state  State
-	item   T
-	id     string
-	since  time.Time
-	cancel context.CancelFunc
+	released bool // warming again after a release (Recycle)
+	state    State
+	item     T
+	id       string
+	since    time.Time
+	cancel   context.CancelFunc
 }
 
 // Pool is safe for concurrent use.
@@ -224,7 +225,7 @@ func (p *Pool[T]) recycleLocked(s *slot[T]) {
 	delete(p.byID, s.id)
 	old := s.item
 	var zero T
-	s.state, s.since, s.cancel, s.item, s.id = Warming, time.Now(), cancel, zero, ""
+	s.state, s.since, s.cancel, s.item, s.id, s.released = Warming, time.Now(), cancel, zero, "", true
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -424,9 +425,12 @@ func (p *Pool[T]) settle(s *slot[T], item T, err error, op string) {
 	}
 	s.item, s.id = item, p.f.ID(item)
 	p.byID[s.id] = s
-	// A recycled item nobody needs (Min ready already, no one waiting)
-	// goes, as a released one did before recycling.
-	if p.closed || (op == "recycle" && p.countLocked(Ready) >= p.cfg.Min+p.waiting) {
+	// An item made from a released one that nobody needs (Min ready
+	// already, no one waiting) goes, as a released one did before
+	// recycling: a shrunk or retired pool drains.
+	fromRelease := s.released
+	s.released = false
+	if p.closed || (fromRelease && p.countLocked(Ready) >= p.cfg.Min+p.waiting) {
 		p.discardLocked(s)
 		return
 	}

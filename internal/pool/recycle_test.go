@@ -142,26 +142,30 @@ func TestFailedRecycleFreesSlotAndRefills(t *testing.T) {
 	}
 }
 
+// Whether recycled or made anew (ErrRecreate), an item that replaces a
+// released one and that nobody needs goes: a retired pool (min 0) drains.
 func TestRecycledItemNobodyNeedsIsDiscarded(t *testing.T) {
-	r := newRecycler()
-	p, err := New(Config{Min: 0, Max: 2}, r.factory())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closePool(t, p, r.fake)
-	a, err := p.Acquire(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Release(a.id); err != nil {
-		t.Fatal(err)
-	}
-	r.recycleGate <- nil
-	waitFor(t, p, "nothing left", func(s Stats) bool {
-		return s.Warming == 0 && s.Ready == 0 && s.Discarding == 0
-	})
-	if n := r.liveCount(); n != 0 {
-		t.Fatalf("%d items alive with min 0 and no lease", n)
+	for _, gate := range []error{nil, ErrRecreate} {
+		r := newRecycler()
+		p, err := New(Config{Min: 0, Max: 2}, r.factory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := p.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Release(a.id); err != nil {
+			t.Fatal(err)
+		}
+		r.recycleGate <- gate
+		waitFor(t, p, "nothing left", func(s Stats) bool {
+			return s.Warming == 0 && s.Ready == 0 && s.Discarding == 0
+		})
+		if n := r.liveCount(); n != 0 {
+			t.Fatalf("recycle answering %v: %d items alive with min 0 and no lease", gate, n)
+		}
+		closePool(t, p, r.fake)
 	}
 }
 
