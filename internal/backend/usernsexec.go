@@ -51,7 +51,7 @@ func usernsExec(args []string) error {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,userxattr", lower, upper, work)
-	if err := mountOverlay(target, opts); err != nil {
+	if err := mountOverlay(target, opts, work); err != nil {
 		return fmt.Errorf("mount overlay at %s: %w (OverlayFS in a user namespace needs Linux 5.11 or later, and the store on a local filesystem with user xattrs such as ext4, XFS or btrfs)", target, err)
 	}
 	if mode == modeProbe {
