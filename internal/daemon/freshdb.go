@@ -129,7 +129,9 @@ func (d *Daemon) prepareFresh(ctx context.Context, e *entry, in *instance.Instan
 		err = dc.CloneDatabases(ctx, srv, templateDB, newDBNames(spareDBs), func(name string) { sp.ready = append(sp.ready, name) })
 	}
 	if err != nil {
-		d.o.Log.Warn("fresh databases unavailable for this instance; it resets instead", "id", in.State.ID, "err", err)
+		if ctx.Err() == nil { // not the pool closing or shrinking meanwhile
+			d.o.Log.Warn("fresh databases unavailable for this instance; it resets instead", "id", in.State.ID, "err", err)
+		}
 		return
 	}
 	d.mu.Lock()
