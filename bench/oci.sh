@@ -12,6 +12,10 @@
 # table.
 #   sudo bench/oci.sh [PGBENCH_SCALE] [PULL_RUNS]
 #   sudo ENGINE=mariadb bench/oci.sh [SYSBENCH_ROWS_PER_TABLE] [PULL_RUNS]   (7 sysbench tables)
+#   sudo ENGINE=mariadb DATASET=sql bench/oci.sh [ROWS_PER_TABLE] [PULL_RUNS]
+#     (7 sysbench-shaped tables from SQL with values derived from the row
+#     number, so a rebuild loads the same rows: what a one-table change
+#     re-sends is then down to InnoDB, not to sysbench's random strings)
 set -euo pipefail
 SCALE="${1:-100}"
 RUNS="${2:-3}"
@@ -43,7 +47,21 @@ ENGINE="${ENGINE:-postgres}"
 REPO="$(cat "$W/registry.addr")/bench/$ENGINE"
 
 mkdir -p "$W/proj"
-if [ "$ENGINE" = mariadb ]; then
+if [ "$ENGINE" = mariadb ] && [ "${DATASET:-}" = sql ]; then
+  cat >"$W/proj/dbfork.toml" <<EOF
+engine = "mariadb"
+database = "bench"
+owner = "bench"
+[[load]]
+sql = "tables.sql"
+[[load]]
+sql = "lookup.sql"
+EOF
+  for t in 1 2 3 4 5 6 7; do
+    printf 'create table sbtest%s(id int primary key, k int not null, c char(120) not null, pad char(60) not null, key k_%s(k));\n' "$t" "$t"
+    printf "insert into sbtest%s select seq, seq * 7919 %% %s, concat_ws('-', md5(seq), md5(seq + 1), md5(seq + 2)), concat_ws('-', md5(seq * 3), left(sha1(seq), 20)) from seq_1_to_%s;\n" "$t" "$SCALE" "$SCALE"
+  done >"$W/proj/tables.sql"
+elif [ "$ENGINE" = mariadb ]; then
   cat >"$W/proj/dbfork.toml" <<EOF
 engine = "mariadb"
 database = "bench"
@@ -53,11 +71,15 @@ run = "sysbench oltp_write_only --db-driver=mysql --mysql-host=\$MYSQL_HOST --my
 [[load]]
 sql = "lookup.sql"
 EOF
+fi
+if [ "$ENGINE" = mariadb ]; then
   lookup() { # rows
     printf 'create table lookup(id int primary key, name text not null);\ninsert into lookup select seq, md5(seq) from seq_1_to_%s;\n' "$1" >"$W/proj/lookup.sql"
   }
-  table_bytes() { $D --store "$W/store-a" run -- mariadb -N -e "select data_length + index_length from information_schema.tables where table_name = 'lookup'"; }
+  # One clone: analyze first, or InnoDB's estimate may still be empty.
+  table_bytes() { $D --store "$W/store-a" run -- mariadb -N -e "analyze table lookup; select data_length + index_length from information_schema.tables where table_name = 'lookup'" | tail -1; }
   WHAT="MariaDB, sysbench 7 x $SCALE rows"
+  [ "${DATASET:-}" = sql ] && WHAT="MariaDB, 7 x $SCALE deterministic rows from SQL"
 else
   cat >"$W/proj/dbfork.toml" <<EOF
 engine = "postgres"
@@ -104,11 +126,17 @@ $D --store "$W/store-a" push "$REPO" --json >"$W/push2.json"
 RESENT=$(j "$W/push2.json" "d['stats']['bytes_sent']")
 RESENT_LAYERS="$(j "$W/push2.json" "d['stats']['layers_sent']")/$(j "$W/push2.json" "d['stats']['layers']")"
 TABLE=$(table_bytes)
-DIFF=$(python3 - "$W/store-a/goldens/$KEY/manifest.json" "$W/store-a/goldens/$KEY2/manifest.json" <<'EOF'
+DIFF=$(python3 - "$W/store-a/goldens/$KEY/manifest.json" "$W/store-a/goldens/$KEY2/manifest.json" "$W/diff.txt" <<'EOF'
 import json, sys
 a = {f["path"]: f.get("sha256") for f in json.load(open(sys.argv[1]))["files"]}
 b = json.load(open(sys.argv[2]))["files"]
-print(sum(f["size"] for f in b if a.get(f["path"]) != f.get("sha256")))
+diff = sorted((f for f in b if a.get(f["path"]) != f.get("sha256")), key=lambda f: -f["size"])
+print(sum(f["size"] for f in diff))
+with open(sys.argv[3], "w") as out:
+    for f in diff[:12]:
+        print(f"  {f['size'] / 1048576:9.1f} MiB  {f['path']}", file=out)
+    if len(diff) > 12:
+        print(f"  ... and {len(diff) - 12} more files, {sum(f['size'] for f in diff[12:]) / 1048576:.1f} MiB", file=out)
 EOF
 )
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -126,4 +154,5 @@ $WHAT + a 100k-row lookup table; golden $(mib "$DATA"), $LAYERS layers, artifact
 | pull + first clone vs build | $(awk -v p="$PULL_MED" -v u="$UP_MED" -v b="$BUILD_MS" 'BEGIN {printf "%.2f", (p+u)/b}') |
 | rebuild after one more lookup row | $BUILD2_MS |
 one-table change: re-sent $(mib "$RESENT") in $RESENT_LAYERS layers; lookup is $(mib "$TABLE"); files that differ between the goldens: $(mib "$DIFF")
+$(cat "$W/diff.txt")
 EOF

@@ -139,21 +139,25 @@ func (r AcquireRequest) Check() error {
 
 // Lease is a handed-out instance.
 type Lease struct {
-	ID          string            `json:"id"` // the instance id (dbfork ls, dbfork down)
-	Golden      string            `json:"golden"`
-	Engine      string            `json:"engine"`
-	Backend     string            `json:"backend"`
-	DSN         string            `json:"dsn"`
-	SocketDSN   string            `json:"socket_dsn"`
-	Env         map[string]string `json:"env"` // DATABASE_URL, PG*/MYSQL_*, DBFORK_INSTANCE
-	HolderPID   int               `json:"holder_pid,omitempty"`
-	Leased      time.Time         `json:"leased"`
-	ExpiresAt   *time.Time        `json:"expires_at,omitempty"`
-	AcquireMs   float64           `json:"acquire_ms"` // time inside the daemon
-	ReadyMs     float64           `json:"ready_ms"`   // how long the instance took to clone and start
-	Pool        string            `json:"pool"`
-	Kept        bool              `json:"kept,omitempty"` // handed over: lives until `dbfork down`
-	InstanceDir string            `json:"instance_dir"`
+	ID        string            `json:"id"` // the instance id (dbfork ls, dbfork down)
+	Golden    string            `json:"golden"`
+	Engine    string            `json:"engine"`
+	Backend   string            `json:"backend"`
+	DSN       string            `json:"dsn"`
+	SocketDSN string            `json:"socket_dsn"`
+	Env       map[string]string `json:"env"` // DATABASE_URL, PG*/MYSQL_*, DBFORK_INSTANCE
+	HolderPID int               `json:"holder_pid,omitempty"`
+	Leased    time.Time         `json:"leased"`
+	ExpiresAt *time.Time        `json:"expires_at,omitempty"`
+	AcquireMs float64           `json:"acquire_ms"` // time inside the daemon
+	ReadyMs   float64           `json:"ready_ms"`   // how long the instance took to clone and start
+	// ReadySteps is where ReadyMs went: clone, start; or for an instance
+	// recycled from a released one: stop, restore, move, start (OverlayFS:
+	// stop, remove, clone, start).
+	ReadySteps  map[string]float64 `json:"ready_steps_ms,omitempty"`
+	Pool        string             `json:"pool"`
+	Kept        bool               `json:"kept,omitempty"` // handed over: lives until `dbfork down`
+	InstanceDir string             `json:"instance_dir"`
 	// Fresh is FreshDatabase or FreshReset: the fastest way this lease
 	// gives a test fresh data.
 	Fresh   string  `json:"fresh"`

@@ -74,19 +74,43 @@ func (Overlay) Prepare(ctx context.Context, golden, clone, scratch string) error
 		return err
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", golden, upper, work)
-	// index=off: clones of one golden share its lower dir, and the inode
-	// index would tie the lower dir to one upper.
-	// A clone holds data files only: nothing on it may run, gain
-	// privileges or be a device (the server user writes there).
-	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-	err := unix.Mount("overlay", clone, "overlay", flags, opts+",index=off")
-	if errors.Is(err, unix.EINVAL) {
-		err = unix.Mount("overlay", clone, "overlay", flags, opts)
-	}
-	if err != nil {
+	if err := mountOverlay(clone, opts, work); err != nil {
 		return fmt.Errorf("mount overlay at %s: %w", clone, err)
 	}
 	return nil
+}
+
+// mountOverlay mounts an OverlayFS clone at target with opts (the
+// layers), adding what a throwaway clone wants where the kernel has it:
+//   - index=off: clones of one golden share its lower dir, and the inode
+//     index would tie the lower dir to one upper;
+//   - volatile (Linux 5.10): no sync reaches the upper filesystem. Every
+//     copy-up otherwise ends with an fsync of the new upper file, which
+//     on a loop-backed store goes through to the disk below: tens of ms
+//     for each file a server first opens for writing. A crash leaves the
+//     upper unusable, and a clone is removed after a crash anyway.
+//
+// A volatile mount leaves a marker in work (work/incompat/volatile) that
+// makes the kernel refuse the next mount of the same layers. Without a
+// crash between (a rootless server started again in a new namespace,
+// after a port collision), the upper's writes are all in the page cache,
+// so the marker is removed first.
+//
+// A clone holds data files only: nothing on it may run, gain privileges
+// or be a device (the server user writes there).
+func mountOverlay(target, opts, work string) error {
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	if err := os.RemoveAll(filepath.Join(work, "work", "incompat", "volatile")); err != nil {
+		return err
+	}
+	var err error
+	for _, extra := range []string{",index=off,volatile", ",index=off", ""} {
+		err = unix.Mount("overlay", target, "overlay", flags, opts+extra)
+		if !errors.Is(err, unix.EINVAL) {
+			return err
+		}
+	}
+	return err
 }
 
 func (Overlay) Remove(ctx context.Context, clone, scratch string) error {

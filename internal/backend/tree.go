@@ -180,6 +180,16 @@ func reflinkFile(in, out *os.File) error {
 // Names the kernel refuses to set here (another filesystem's security
 // labels, say) are skipped: the engines keep nothing they need in them.
 func copyXattrs(src, dst string) error {
+	return xattrsOf(src, func(name string, val []byte) error { return unix.Lsetxattr(dst, name, val, 0) })
+}
+
+// copyXattrsTo copies the extended attributes of src to the open file fd.
+func copyXattrsTo(src string, fd int) error {
+	return xattrsOf(src, func(name string, val []byte) error { return unix.Fsetxattr(fd, name, val, 0) })
+}
+
+// xattrsOf calls set for each extended attribute of src (no follow).
+func xattrsOf(src string, set func(name string, val []byte) error) error {
 	sz, err := unix.Llistxattr(src, nil)
 	if err != nil || sz == 0 {
 		return nil // no xattrs, or a filesystem without them
@@ -200,7 +210,7 @@ func copyXattrs(src, dst string) error {
 		if vsz, err = unix.Lgetxattr(src, name, val); err != nil {
 			continue
 		}
-		if err := unix.Lsetxattr(dst, name, val[:vsz], 0); err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EPERM) {
+		if err := set(name, val[:vsz]); err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EPERM) {
 			return fmt.Errorf("copy xattr %s of %s: %w", name, src, err)
 		}
 	}

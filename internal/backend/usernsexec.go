@@ -51,12 +51,7 @@ func usernsExec(args []string) error {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,userxattr", lower, upper, work)
-	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-	err := unix.Mount("overlay", target, "overlay", flags, opts+",index=off")
-	if errors.Is(err, unix.EINVAL) {
-		err = unix.Mount("overlay", target, "overlay", flags, opts)
-	}
-	if err != nil {
+	if err := mountOverlay(target, opts, work); err != nil {
 		return fmt.Errorf("mount overlay at %s: %w (OverlayFS in a user namespace needs Linux 5.11 or later, and the store on a local filesystem with user xattrs such as ext4, XFS or btrfs)", target, err)
 	}
 	if mode == modeProbe {
@@ -84,6 +79,6 @@ func usernsExec(args []string) error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("drop capabilities: %w", err)
 	}
-	err = syscall.Exec(argv[0], argv, os.Environ())
+	err := syscall.Exec(argv[0], argv, os.Environ())
 	return fmt.Errorf("exec %s: %w", argv[0], err)
 }

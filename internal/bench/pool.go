@@ -26,6 +26,11 @@ type PoolResult struct {
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"cycles_per_second"`
 	Isolated  bool    `json:"isolated"` // no client ever saw another's row
+	// ReadySteps: p50 of where making the leased instances' time went
+	// (off the client's path: a warm pool made them ahead), and how many
+	// were recycled from released ones rather than cloned.
+	ReadySteps map[string]float64 `json:"ready_steps_p50_ms,omitempty"`
+	Recycled   int                `json:"recycled,omitempty"`
 }
 
 // Pool runs one scenario against a daemon. Each cycle acquires a lease,
@@ -34,6 +39,8 @@ type PoolResult struct {
 func Pool(ctx context.Context, c *api.Client, req api.AcquireRequest, clients, cycles int) (*PoolResult, error) {
 	var mu sync.Mutex
 	var acq, wr []float64
+	steps := map[string][]float64{}
+	recycled := 0
 	isolated := true
 	var firstErr error
 	t0 := time.Now()
@@ -60,6 +67,12 @@ func Pool(ctx context.Context, c *api.Client, req api.AcquireRequest, clients, c
 				rerr := c.Release(ctx, l.ID)
 				mu.Lock()
 				acq, wr = append(acq, a), append(wr, w)
+				for k, v := range l.ReadySteps {
+					steps[k] = append(steps[k], v)
+				}
+				if _, ok := l.ReadySteps["stop"]; ok { // made from a released one
+					recycled++
+				}
 				if others > 0 {
 					isolated = false
 				}
@@ -82,7 +95,13 @@ func Pool(ctx context.Context, c *api.Client, req api.AcquireRequest, clients, c
 	secs := time.Since(t0).Seconds()
 	r := &PoolResult{Clients: clients, Cycles: cycles, Acquires: len(acq), P50Ms: Quantile(acq, 0.5),
 		P99Ms: Quantile(acq, 0.99), MaxMs: Quantile(acq, 1), MeanMs: mean(acq), WriteP50: Quantile(wr, 0.5),
-		Seconds: secs, PerSecond: float64(len(acq)) / secs, Isolated: isolated}
+		Seconds: secs, PerSecond: float64(len(acq)) / secs, Isolated: isolated, Recycled: recycled}
+	if len(steps) > 0 {
+		r.ReadySteps = map[string]float64{}
+		for k, v := range steps {
+			r.ReadySteps[k] = Quantile(v, 0.5)
+		}
+	}
 	return r, nil
 }
 

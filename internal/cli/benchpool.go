@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -106,6 +107,7 @@ func (f *benchPoolFlags) run(ctx context.Context, g *globals) error {
 	}
 	var results []any
 	var freshRes []*bench.FreshResult
+	var relRes []*bench.PoolResult
 	op := map[string]string{"release": "acquire", bench.ModeReset: "reset", bench.ModeDatabase: "create db"}[f.mode]
 	if !f.asJSON {
 		fmt.Fprintf(g.stdout, "%-8s %8s %12s %12s %12s %12s %10s %9s\n", "clients", "cycles", op+" p50", op+" p99", op+" max", "write p50", "cycles/s", "isolated")
@@ -120,6 +122,7 @@ func (f *benchPoolFlags) run(ctx context.Context, g *globals) error {
 			freshRes = append(freshRes, fr)
 		} else {
 			results = append(results, r)
+			relRes = append(relRes, r)
 		}
 		if !f.asJSON {
 			fmt.Fprintf(g.stdout, "%-8d %8d %10.1fms %10.1fms %10.1fms %10.1fms %10.1f %9v\n", r.Clients, r.Cycles, r.P50Ms, r.P99Ms, r.MaxMs, r.WriteP50, r.PerSecond, r.Isolated)
@@ -134,7 +137,27 @@ func (f *benchPoolFlags) run(ctx context.Context, g *globals) error {
 	for _, fr := range freshRes {
 		printSteps(g, fr)
 	}
+	for _, r := range relRes {
+		printReadySteps(g, r)
+	}
 	return nil
+}
+
+// printReadySteps says how a release scenario's instances were made.
+func printReadySteps(g *globals, r *bench.PoolResult) {
+	if len(r.ReadySteps) == 0 {
+		return
+	}
+	fmt.Fprintf(g.stdout, "  %d clients, release: %d of %d leases recycled; making an instance p50", r.Clients, r.Recycled, r.Acquires)
+	keys := make([]string, 0, len(r.ReadySteps))
+	for k := range r.ReadySteps {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(g.stdout, "; %s %.1f", k, r.ReadySteps[k])
+	}
+	fmt.Fprintln(g.stdout, " ms")
 }
 
 // scenario warms the pool for n clients and runs them; fr is set in the

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/testenv"
 )
 
 func psql(t *testing.T, dsn, sql string) string {
@@ -66,11 +67,17 @@ func TestResetUpInstance(t *testing.T) {
 // kill -9 in the middle of a reset, of `dbfork reset` or of the daemon
 // resetting a lease: gc leaves nothing, the next run works.
 func TestResetCrash(t *testing.T) {
-	for _, phase := range []string{"reset:stopped", "reset:cloned"} {
+	// reset:restored is a restore's (plain-dir clones: reflink on XFS)
+	// between restoring the files and starting the server.
+	for _, c := range []struct{ phase, backend string }{{"reset:stopped", "auto"}, {"reset:restored", "reflink"}, {"reset:cloned", "auto"}} {
+		phase := c.phase
 		t.Run(phase, func(t *testing.T) {
 			e := newEnv(t)
+			if c.backend == "reflink" {
+				e.store = filepath.Join(testenv.LoopFS(t, "xfs", 1<<30), "store")
+			}
 			var up struct{ ID string }
-			if err := json.Unmarshal([]byte(e.mustRun("up", "--json").stdout), &up); err != nil {
+			if err := json.Unmarshal([]byte(e.mustRun("up", "--json", "--backend", c.backend).stdout), &up); err != nil {
 				t.Fatal(err)
 			}
 			if r := e.runEnv([]string{"DBFORK_CRASH_AT=" + phase}, "reset", up.ID); r.code != -1 {
@@ -85,17 +92,17 @@ func TestResetCrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-			var c *api.Client
+			var cl *api.Client
 			waitFor(t, func() bool {
 				var err error
-				c, err = api.Dial(context.Background(), filepath.Join(e.store, api.SocketName))
+				cl, err = api.Dial(context.Background(), filepath.Join(e.store, api.SocketName))
 				return err == nil
 			})
-			l, err := c.Acquire(context.Background(), api.AcquireRequest{Recipe: filepath.Join(e.proj, "dbfork.toml")})
+			l, err := cl.Acquire(context.Background(), api.AcquireRequest{Recipe: filepath.Join(e.proj, "dbfork.toml"), Backend: c.backend})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.Reset(context.Background(), l.ID); err == nil {
+			if _, err := cl.Reset(context.Background(), l.ID); err == nil {
 				t.Fatalf("reset answered although the daemon was to die at %s", phase)
 			}
 			if err := srv.Wait(); err == nil {

@@ -217,7 +217,7 @@ func TestLeasesAreIsolatedAndNeverReused(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	p := w.waitPool("refilled", func(p api.PoolInfo) bool { return p.Ready == 2 && p.Discarding == 0 && p.Leased == 0 })
+	p := w.waitPool("refilled", func(p api.PoolInfo) bool { return p.Ready == 2 && p.Discarding == 0 && p.Leased == 0 && p.Warming == 0 })
 	if p.Max != 4 || p.Engine != "postgres" {
 		t.Errorf("pool %+v", p)
 	}
@@ -271,7 +271,7 @@ func TestLeaseDiesWithHolderAndTTL(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	w.waitPool("reclaimed ones destroyed", func(p api.PoolInfo) bool { return p.Discarding == 0 && p.Leased == 1 })
+	w.waitPool("reclaimed ones destroyed", func(p api.PoolInfo) bool { return p.Discarding == 0 && p.Leased == 1 && p.Warming == 0 })
 	for _, id := range []string{l.ID, ttl.ID} {
 		if _, err := instance.Load(w.store, id); err == nil {
 			t.Errorf("reclaimed instance %s still in the store", id)

@@ -106,9 +106,11 @@ func (d *Daemon) reset(l *lease) error {
 	return nil
 }
 
-// resetDatabase is the fast reset of a lease that has fresh databases: its
-// own database is dropped (breaking its connections) and cloned again
-// from the idle template, inside the running server.
+// resetDatabase is the fast reset of a lease that has fresh databases:
+// its own database is swapped for a spare (two renames; the old one is
+// dropped in the background), or, with no spare ready, dropped (breaking
+// its connections) and cloned again from the idle template, inside the
+// running server.
 func (d *Daemon) resetDatabase(l *lease) (map[string]float64, error) {
 	dc, ok := l.entry.eng.(engine.DatabaseCloner)
 	if l.spares == nil || !ok {
@@ -116,6 +118,22 @@ func (d *Daemon) resetDatabase(l *lease) (map[string]float64, error) {
 	}
 	srv := l.in.State.Server
 	t0 := time.Now()
+	if spare := l.spares.take(srv); spare != "" {
+		trash := newDBName()
+		err := dc.SwapDatabase(l.life, srv, srv.Database, spare, trash)
+		l.spares.poke() // clone the next spare
+		if err == nil {
+			go func() {
+				if err := dc.DropDatabase(l.life, srv, trash); err != nil && l.life.Err() == nil {
+					d.o.Log.Warn("drop reset database failed", "id", l.ID, "name", trash, "err", err)
+				}
+			}()
+			return map[string]float64{"swap in a spare database": msSince(t0)}, nil
+		}
+		d.o.Log.Warn("swapping in a spare database failed; cloning one", "id", l.ID, "err", err)
+		go func() { _ = dc.DropDatabase(l.life, srv, spare) }()
+		t0 = time.Now()
+	}
 	if err := dc.DropDatabase(l.life, srv, srv.Database); err != nil {
 		return nil, err
 	}

@@ -48,6 +48,18 @@ func (sp *spares) invalidate() {
 	sp.gen++
 }
 
+// take hands out a ready spare of server srv (none: "").
+func (sp *spares) take(srv *engine.Server) string {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.server != srv || len(sp.ready) == 0 {
+		return ""
+	}
+	name := sp.ready[0]
+	sp.ready = sp.ready[1:]
+	return name
+}
+
 // srv is the instance's server now.
 func (sp *spares) srv() *engine.Server {
 	sp.mu.Lock()
@@ -117,7 +129,9 @@ func (d *Daemon) prepareFresh(ctx context.Context, e *entry, in *instance.Instan
 		err = dc.CloneDatabases(ctx, srv, templateDB, newDBNames(spareDBs), func(name string) { sp.ready = append(sp.ready, name) })
 	}
 	if err != nil {
-		d.o.Log.Warn("fresh databases unavailable for this instance; it resets instead", "id", in.State.ID, "err", err)
+		if ctx.Err() == nil { // not the pool closing or shrinking meanwhile
+			d.o.Log.Warn("fresh databases unavailable for this instance; it resets instead", "id", in.State.ID, "err", err)
+		}
 		return
 	}
 	d.mu.Lock()

@@ -77,10 +77,19 @@ func TestFreshDatabases(t *testing.T) {
 	}
 	defer old.Close(ctx)
 	exec1(t, l.DSN, "delete from notes")
+	oldOID := query(t, l.DSN, "select oid::text from pg_database where datname = current_database()")[0]
 	r, err := w.c.Reset(ctx, l.ID)
 	if err != nil || r.DSN != l.DSN || r.Fresh != api.FreshDatabase {
 		t.Fatalf("reset: %+v %v", r, err)
 	}
+	// A spare was ready: it took the database's name, and the old one
+	// is dropped in the background.
+	if _, ok := r.ResetSteps["swap in a spare database"]; !ok {
+		t.Errorf("reset steps %v: want a spare swapped in", r.ResetSteps)
+	}
+	waitFor(t, "the reset's old database dropped", func() bool {
+		return len(query(t, l.DSN, "select 1 from pg_database where oid = "+oldOID)) == 0
+	})
 	if got := query(t, l.DSN, "select who from notes"); len(got) != 1 {
 		t.Errorf("after reset: %v", got)
 	}

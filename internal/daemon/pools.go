@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/faults"
@@ -108,7 +110,10 @@ func (d *Daemon) factory(e *entry) pool.Factory[*instance.Instance] {
 	return pool.Factory[*instance.Instance]{
 		Create:  func(ctx context.Context) (*instance.Instance, error) { return d.createPooled(ctx, e) },
 		Destroy: d.destroyPooled,
-		ID:      func(in *instance.Instance) string { return in.State.ID },
+		Recycle: func(ctx context.Context, in *instance.Instance) (*instance.Instance, error) {
+			return d.recyclePooled(ctx, e, in)
+		},
+		ID: func(in *instance.Instance) string { return in.State.ID },
 		OnError: func(op string, err error) {
 			d.o.Log.Error("pool "+op+" failed", "pool", e.id, "err", err)
 		},
@@ -123,7 +128,15 @@ func (d *Daemon) createPooled(ctx context.Context, e *entry) (*instance.Instance
 	if err != nil {
 		return in, err
 	}
-	if !e.prewarm {
+	return d.warm(ctx, e, in, e.prewarm)
+}
+
+// warm readies a new instance of e's pool while it waits: with prewarm,
+// its clone is read once (hot tables copied up); then its fresh
+// databases are made. On error the instance is destroyed.
+func (d *Daemon) warm(ctx context.Context, e *entry, in *instance.Instance, prewarm bool) (*instance.Instance, error) {
+	var err error
+	if !prewarm {
 		d.prepareFresh(ctx, e, in)
 		return in, nil
 	}
@@ -148,6 +161,39 @@ func (d *Daemon) createPooled(ctx context.Context, e *entry) (*instance.Instance
 	d.o.Log.Debug("prewarmed", "id", in.State.ID, "bytes", pw.Bytes, "ms", pw.Ms, "copied_up", pw.CopiedUp, "cut_short", pw.Cut)
 	d.prepareFresh(ctx, e, in)
 	return in, nil
+}
+
+// recyclePooled makes a released instance into a new one for e's pool:
+// its clone is restored to the golden (only the files its server changed)
+// and handed to a new instance with a new id, uid, password and port
+// (instance.Recycle). The page cache stays warm, so there is no prewarm.
+// A clone that cannot be restored is destroyed and a new one created.
+func (d *Daemon) recyclePooled(ctx context.Context, e *entry, in *instance.Instance) (*instance.Instance, error) {
+	d.mu.Lock()
+	delete(d.spares, in.State.ID) // its fresh databases go with the restore
+	d.mu.Unlock()
+	nin, err := in.Recycle(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe})
+	if errors.Is(err, errs.ErrUnsupported) {
+		// Not ctx: a pool that closes meanwhile still needs it gone.
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := in.Destroy(dctx, d.o.Store)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		return nil, pool.ErrRecreate
+	}
+	if errors.Is(err, errs.ErrConflict) {
+		return nil, pool.ErrRecreate // not ready (a reset failed): destroyed, as expected
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.o.Log.Debug("recycled", "from", in.State.ID, "id", nin.State.ID, "ms", nin.State.ReadyMs)
+	// A restored clone kept its files and their cached pages; a clone
+	// that copies up (OverlayFS) is a new mount whose hot tables must be
+	// copied up again.
+	return d.warm(ctx, e, nin, e.prewarm && backend.CopiesUp(nin.State.Backend))
 }
 
 // destroyPooled stops and removes a pool's instance.

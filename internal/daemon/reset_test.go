@@ -36,7 +36,7 @@ func exec1(t *testing.T, dsn, sql string) {
 // before it are broken.
 func TestResetInPlace(t *testing.T) {
 	// A mounted clone (overlay) is remade in place; plain-dir clones
-	// (copy, reflink) are made beside the running server and swapped in.
+	// (copy, reflink) are restored file by file.
 	for _, b := range []string{"overlay", "copy", "reflink"} {
 		t.Run(b, func(t *testing.T) {
 			testenv.RequireRoot(t)
@@ -85,13 +85,12 @@ func resetInPlace(t *testing.T, w *world, backendName string) {
 		if len(r.ResetSteps) == 0 || r.ResetSteps["start"] <= 0 {
 			t.Errorf("reset steps %v", r.ResetSteps)
 		}
-		// From the second reset on, a clone that shares the golden's
-		// data was made ahead, after the previous reset; a full copy
-		// is made when needed.
-		_, cloned := r.ResetSteps["clone"]
-		_, ahead := r.ResetSteps["wait for the clone made ahead"]
-		if wantAhead := i > 1 && backendName == "reflink"; ahead != wantAhead || cloned == wantAhead {
-			t.Errorf("reset %d on %s: steps %v; want a clone made ahead: %v", i, backendName, r.ResetSteps, wantAhead)
+		// Plain-dir clones (copy, reflink) are restored: only the files
+		// the server changed are made again from the golden; a mounted
+		// clone (overlay) is remade.
+		_, restored := r.ResetSteps["restore"]
+		if wantRestore := backendName != "overlay"; restored != wantRestore {
+			t.Errorf("reset %d on %s: steps %v; want a restore: %v", i, backendName, r.ResetSteps, wantRestore)
 		}
 	}
 	if _, err := old.Exec(ctx, "select 1"); err == nil {
@@ -142,7 +141,7 @@ func TestResetRacingRelease(t *testing.T) {
 		if resetErr != nil && !errors.Is(resetErr, errs.ErrNotFound) {
 			t.Errorf("race %d: reset: %v (want success or not_found)", i, resetErr)
 		}
-		w.waitPool("released instance destroyed", func(p api.PoolInfo) bool { return p.Leased == 0 && p.Discarding == 0 })
+		w.waitPool("released instance destroyed", func(p api.PoolInfo) bool { return p.Leased == 0 && p.Discarding == 0 && p.Warming == 0 })
 		if _, err := instance.Load(w.store, l.ID); err == nil {
 			t.Errorf("race %d: instance %s still in the store", i, l.ID)
 		}
@@ -195,7 +194,7 @@ func TestResetServerFailsToComeBack(t *testing.T) {
 	if ls, _ := w.c.Leases(context.Background()); len(ls) != 0 {
 		t.Errorf("lease survived a failed reset: %+v", ls)
 	}
-	w.waitPool("failed instance destroyed", func(p api.PoolInfo) bool { return p.Leased == 0 && p.Discarding == 0 })
+	w.waitPool("failed instance destroyed", func(p api.PoolInfo) bool { return p.Leased == 0 && p.Discarding == 0 && p.Warming == 0 })
 	if _, err := instance.Load(w.store, l.ID); err == nil {
 		t.Errorf("instance %s still in the store", l.ID)
 	}

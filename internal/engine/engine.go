@@ -271,6 +271,10 @@ type DatabaseCloner interface {
 	CloneDatabases(ctx context.Context, srv *Server, template string, names []string, made func(name string)) error
 	// DropDatabase drops name, breaking its connections.
 	DropDatabase(ctx context.Context, srv *Server, name string) error
+	// SwapDatabase breaks name's connections, renames it to trash (for
+	// the caller to drop later) and renames with to name: a database
+	// reset in the time of two renames.
+	SwapDatabase(ctx context.Context, srv *Server, name, with, trash string) error
 	// ConnTo says how clients reach database name on srv.
 	ConnTo(srv *Server, name string) Conn
 }

@@ -94,36 +94,50 @@ func WriteSparse(f *os.File, off int64, r io.Reader, n int64) (int64, error) {
 	return done, nil
 }
 
-// writeNonZero writes p at off, skipping the blocks that are all zero.
+// WriteNonZero writes p at off in f, skipping the 4 KiB blocks (aligned
+// in the file) that are all zero, so they stay holes in a fresh or punched
+// range. Runs of non-zero blocks go out in one write each.
+func WriteNonZero(f *os.File, off int64, p []byte) error {
+	return writeNonZero(f, off, p, 4096)
+}
+
+var zeroBlock [64 << 10]byte
+
 func writeNonZero(f *os.File, off int64, p []byte, block int64) error {
-	for len(p) > 0 {
-		end := block - off%block // up to the next block boundary
+	run := -1 // start in p of the pending run of non-zero blocks
+	var pos int64
+	flush := func(end int64) error {
+		if run < 0 {
+			return nil
+		}
+		_, err := f.WriteAt(p[run:end], off+int64(run))
+		run = -1
+		return err
+	}
+	for pos < int64(len(p)) {
+		end := pos + block - (off+pos)%block // up to the next block boundary
 		if end > int64(len(p)) {
 			end = int64(len(p))
 		}
-		chunk := p[:end]
-		if !allZero(chunk) {
-			if _, err := f.WriteAt(chunk, off); err != nil {
+		if allZero(p[pos:end]) {
+			if err := flush(pos); err != nil {
 				return err
 			}
+		} else if run < 0 {
+			run = int(pos)
 		}
-		off += end
-		p = p[end:]
+		pos = end
 	}
-	return nil
+	return flush(pos)
 }
 
 func allZero(p []byte) bool {
-	for len(p) >= 8 {
-		if p[0]|p[1]|p[2]|p[3]|p[4]|p[5]|p[6]|p[7] != 0 {
+	for len(p) > 0 {
+		n := min(len(p), len(zeroBlock))
+		if !bytes.Equal(p[:n], zeroBlock[:n]) {
 			return false
 		}
-		p = p[8:]
-	}
-	for _, b := range p {
-		if b != 0 {
-			return false
-		}
+		p = p[n:]
 	}
 	return true
 }

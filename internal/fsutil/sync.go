@@ -17,6 +17,32 @@ func SyncDir(dir string) error {
 	return f.Sync()
 }
 
+// ReplaceFile writes data to path through a temporary file renamed into
+// place: readers see the old content or the new, never a part, and a
+// crash of the writer leaves one of the two. Nothing is synced: for
+// records that matter only while the machine runs (an instance's state:
+// its servers and mounts do not outlive a reboot either).
+func ReplaceFile(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
 // WriteFileAtomic writes data to path through a temporary file, fsyncs it,
 // renames it into place and fsyncs the directory.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {

@@ -32,6 +32,8 @@ type Options struct {
 	// TryPorts are ports the server tries first (engine.StartSpec.TryPorts;
 	// tests hold one to prove a taken port is retried).
 	TryPorts []int
+
+	from *restored // Recycle: a restored clone to move in instead of cloning
 }
 
 // Instance is a created instance and the lock that marks it in use.
@@ -43,6 +45,7 @@ type Instance struct {
 	PrepareAhead bool
 	ahead        *aheadWork
 	removing     <-chan struct{} // closed when the last reset's after-work ended
+	marks        *backend.Marks  // the clone's files as made (restore.go)
 }
 
 // Detach marks the instance as living on after this process (`up`): from
@@ -68,8 +71,10 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err := golden.Share(s, g); err != nil {
 		return nil, err
 	}
-	if err := golden.CheckClonable(g); err != nil {
-		return nil, err
+	if o.from == nil { // Recycle checked it before restoring from it
+		if err := golden.CheckClonable(g); err != nil {
+			return nil, err
+		}
 	}
 	b, why, err := backend.Select(ctx, o.Backend, s.InstancesDir(), g.DataDir())
 	if err != nil {
@@ -100,12 +105,18 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err != nil {
 		return nil, err
 	}
-	if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
+	if o.from != nil {
+		// Recycle: the clone exists, restored; it only moves here.
+		if err := os.Rename(o.from.dataDir, st.DataDir); err != nil {
+			return nil, fmt.Errorf("move restored clone into instance %s: %w", id, err)
+		}
+	} else if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
 		return nil, fmt.Errorf("clone golden %s with %s: %w", g.Key[:12], b.Name(), err)
 	}
 	if err := handOver(st.DataDir, u.UID); err != nil {
 		return nil, err
 	}
+	in.keepMarks(b, o.from)
 	st.CloneMs = ms(time.Since(t0))
 	faults.At("up:cloned")
 	sock, err := socketDir(u, dir)
@@ -132,6 +143,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	}
 	st.StartMs = ms(time.Since(t1))
 	st.ReadyMs = ms(time.Since(t0))
+	st.ReadySteps = map[string]float64{"clone": st.CloneMs, "start": st.StartMs}
 	conn := eng.Conn(srv)
 	st.Conn = &conn
 	st.Status = StatusReady

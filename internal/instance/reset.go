@@ -42,6 +42,9 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 	if err != nil {
 		return err
 	}
+	if rb, m := in.canRestore(b); rb != nil {
+		return in.resetByRestore(ctx, s, eng, g, rb, m)
+	}
 	t0 := time.Now()
 	ready, err := in.takeAhead(ctx)
 	if err != nil {
@@ -82,10 +85,17 @@ func (in *Instance) Reset(ctx context.Context, s *store.Store, eng engine.Engine
 		defer later(in.afterReset(b, g))
 	}
 	faults.At("reset:cloned")
+	return rs.startAgain(ctx, s, eng, old, old.Password)
+}
+
+// startAgain starts the reset clone's server as old was (port, socket
+// dir, database, owner) with password, and records the reset.
+func (rs *resetRun) startAgain(ctx context.Context, s *store.Store, eng engine.Engine, old engine.Server, password string) error {
+	st := rs.st
 	srv, err := eng.Start(ctx, engine.StartSpec{
 		DataDir: st.DataDir, SocketDir: old.SocketDir, LogFile: filepath.Join(st.Dir, "server.log"), RunDir: st.Dir,
 		Port: old.Port, Listen: old.Listen, Profile: engine.ProfileTest, Settings: st.Settings, User: s.UserOf(st.UID),
-		Database: old.Database, Owner: old.User, Password: old.Password, Wrap: wrapFor(b, g, st),
+		Database: old.Database, Owner: old.User, Password: password, Wrap: wrapFor(rs.b, rs.g, st),
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
 	})
 	if srv != nil {

@@ -61,6 +61,15 @@ type State struct {
 	ResetMs  float64           `json:"reset_ms,omitempty"` // the last reset
 	// ResetSteps: where the last reset's time went (ms per step).
 	ResetSteps map[string]float64 `json:"reset_steps_ms,omitempty"`
+	// Restored: what the last restore of the clone redid (restore.go).
+	Restored *backend.Restored `json:"restored,omitempty"`
+	// RecycledFrom: the released instance whose restored clone this one
+	// took over (Recycle), instead of a new clone.
+	RecycledFrom string `json:"recycled_from,omitempty"`
+	// ReadySteps: where making this instance's time went (ms per step):
+	// clone and start, or for a recycled one the old server's stop, the
+	// restore, the move into this instance and the start.
+	ReadySteps map[string]float64 `json:"ready_steps_ms,omitempty"`
 }
 
 func newID() string {
@@ -82,7 +91,9 @@ func (st *State) save() error {
 	if err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(statePath(st.Dir), data, 0o600)
+	// Not synced: a reboot ends servers and mounts too, and gc removes
+	// an instance whose record it cannot read.
+	return fsutil.ReplaceFile(statePath(st.Dir), data, 0o600)
 }
 
 // Load reads one instance record.

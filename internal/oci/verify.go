@@ -16,10 +16,32 @@ import (
 	"github.com/dbfork/dbfork/internal/golden"
 )
 
-// fileSums are the sha256 of files written whole by the layers.
+// fileSums are the sha256 of files written whole by the layers, and the
+// ranges of each file that layer entries have claimed.
 type fileSums struct {
-	mu sync.Mutex
-	m  map[string]string
+	mu     sync.Mutex
+	m      map[string]string
+	claims map[string][][2]int64
+}
+
+func newFileSums() *fileSums {
+	return &fileSums{m: map[string]string{}, claims: map[string][][2]int64{}}
+}
+
+// claim reserves bytes [off, off+n) of path for one layer entry. Entries
+// may not overlap: a file's content is then exactly what its entries
+// carried (zero blocks are holes of a file created at its full size), so
+// a whole file's sum taken while writing is the file's sum.
+func (s *fileSums) claim(path string, off, n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.claims[path] {
+		if off < c[0]+c[1] && c[0] < off+n || n == 0 && c[1] == 0 {
+			return errs.Invalid("layer entries for %q overlap (%d bytes at %d and %d at %d)", path, n, off, c[1], c[0])
+		}
+	}
+	s.claims[path] = append(s.claims[path], [2]int64{off, n})
+	return nil
 }
 
 func (s *fileSums) set(path, sum string) {

@@ -4,10 +4,13 @@
 // daemon's items are instances; the tests' are fakes):
 //
 //	warming ──ok──▶ ready ──Acquire──▶ leased ──Release──▶ discarding ──▶ gone
-//	   │                │                                      ▲
+//	   │  ▲             │                  │                   ▲
+//	   │  └─── Recycle ─┼──────────────────┘                   │
 //	   └──failed──▶ gone └────────────── Close ────────────────┘
 //
-// A released item is always destroyed, never handed out again. The pool
+// A released item is never handed out again as it is: it is destroyed,
+// or, with Factory.Recycle, turned into a new item (new id) in the
+// background, its slot warming meanwhile; that replaces a create. The pool
 // keeps Min items ready or warming on top of the leased ones, never has
 // more than Max items warming, ready or leased at once, and never more
 // than 2×Max items alive counting those still being destroyed.
@@ -33,6 +36,11 @@ const (
 
 // ErrClosed is returned by calls on a closed pool.
 var ErrClosed = errors.New("pool is shut down")
+
+// ErrRecreate is what Factory.Recycle returns when it destroyed the old
+// item without making a new one because it cannot (not a failure): the
+// slot then makes one with Create.
+var ErrRecreate = errors.New("item cannot be recycled; create a new one")
 
 // ErrUnknown is returned by Release for an id the pool did not lease.
 var ErrUnknown = errors.New("no such lease in this pool")
@@ -62,16 +70,22 @@ type Factory[T any] struct {
 	Create  func(ctx context.Context) (T, error)
 	Destroy func(ctx context.Context, item T) error
 	ID      func(item T) string
+	// Recycle, if set, turns a released item into a new one with a new
+	// id, cheaper than Destroy and Create. Whatever it returns, the old
+	// item must be gone (destroyed) when it returns; on error there is no
+	// new item either.
+	Recycle func(ctx context.Context, item T) (T, error)
 	// OnError hears about failed creates and destroys (for logs).
 	OnError func(op string, err error)
 }
 
 type slot[T any] struct {
-	state  State
-	item   T
-	id     string
-	since  time.Time
-	cancel context.CancelFunc
+	released bool // warming again after a release (Recycle)
+	state    State
+	item     T
+	id       string
+	since    time.Time
+	cancel   context.CancelFunc
 }
 
 // Pool is safe for concurrent use.
@@ -183,8 +197,8 @@ func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
 	}
 }
 
-// Release ends the lease on the item with id: it is destroyed in the
-// background and a replacement is warmed.
+// Release ends the lease on the item with id: it is recycled or
+// destroyed in the background and a replacement is warmed.
 func (p *Pool[T]) Release(id string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -195,9 +209,35 @@ func (p *Pool[T]) Release(id string) error {
 		}
 		return ErrUnknown
 	}
-	p.discardLocked(s)
+	if p.f.Recycle != nil {
+		p.recycleLocked(s)
+	} else {
+		p.discardLocked(s)
+	}
 	p.fillLocked()
 	return nil
+}
+
+// recycleLocked turns a leased slot back into a warming one whose item
+// Recycle makes from the released one. The old id is gone at once.
+func (p *Pool[T]) recycleLocked(s *slot[T]) {
+	ctx, cancel := context.WithCancel(context.Background())
+	delete(p.byID, s.id)
+	old := s.item
+	var zero T
+	s.state, s.since, s.cancel, s.item, s.id, s.released = Warming, time.Now(), cancel, zero, "", true
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		item, err := p.f.Recycle(ctx, old)
+		op := "recycle"
+		if errors.Is(err, ErrRecreate) {
+			item, op, err = p.create(ctx)
+		}
+		cancel()
+		p.settle(s, item, err, op)
+	}()
+	p.broadcastLocked()
 }
 
 // Forget ends the lease on id without destroying the item: its holder
@@ -350,31 +390,51 @@ func (p *Pool[T]) startLocked() {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		item, err := p.f.Create(ctx)
+		item, op, err := p.create(ctx)
 		cancel()
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		defer p.broadcastLocked()
-		if err != nil {
-			delete(p.slots, s)
-			if !p.closed {
+		p.settle(s, item, err, op)
+	}()
+}
+
+// create runs Factory.Create for a warming slot; op names it for settle.
+func (p *Pool[T]) create(ctx context.Context) (item T, op string, err error) {
+	item, err = p.f.Create(ctx)
+	return item, "create", err
+}
+
+// settle ends a warming slot with what Create or Recycle made.
+func (p *Pool[T]) settle(s *slot[T], item T, err error, op string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	defer p.broadcastLocked()
+	if err != nil {
+		delete(p.slots, s)
+		if !p.closed {
+			if op == "create" { // a failed recycle says nothing of creates
 				p.lastErr, p.failGen, p.failures = err, p.failGen+1, p.failures+1
 				backoff := p.cfg.Backoff << min(p.failures-1, 5)
 				p.retryAt = time.Now().Add(min(backoff, 30*time.Second))
-				p.f.OnError("create", err)
-				p.fillLocked()
 			}
-			return
+			p.f.OnError(op, err)
+			p.fillLocked()
 		}
-		p.failures = 0
-		s.item, s.id = item, p.f.ID(item)
-		p.byID[s.id] = s
-		if p.closed {
-			p.discardLocked(s)
-			return
-		}
-		s.state, s.since = Ready, time.Now()
-	}()
+		return
+	}
+	if op == "create" {
+		p.failures = 0 // a recycle says nothing about creates
+	}
+	s.item, s.id = item, p.f.ID(item)
+	p.byID[s.id] = s
+	// An item made from a released one that nobody needs (Min ready
+	// already, no one waiting) goes, as a released one did before
+	// recycling: a shrunk or retired pool drains.
+	fromRelease := s.released
+	s.released = false
+	if p.closed || (fromRelease && p.countLocked(Ready) >= p.cfg.Min+p.waiting) {
+		p.discardLocked(s)
+		return
+	}
+	s.state, s.since = Ready, time.Now()
 }
 
 // discardLocked moves a ready or leased slot to discarding and destroys

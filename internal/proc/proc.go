@@ -89,9 +89,30 @@ func (id Identity) Signal(sig syscall.Signal) error {
 	return err
 }
 
-// Wait polls until the process is gone or ctx ends. It works for processes
-// that are not our children (a server started by an earlier dbfork).
+// Wait returns once the process is gone or ctx ends. It works for
+// processes that are not our children (a server started by an earlier
+// dbfork): a pidfd becomes readable the moment its process exits; where
+// pidfds are missing it polls.
 func (id Identity) Wait(ctx context.Context) error {
+	if fd, err := unix.PidfdOpen(id.PID, 0); err == nil {
+		defer unix.Close(fd)
+		if !id.Alive() {
+			return nil // gone, or the PID is another process's now
+		}
+		for ctx.Err() == nil {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, 20) // ms; then look at ctx again
+			if err != nil && !errors.Is(err, unix.EINTR) {
+				break // fall back to polling
+			}
+			if n > 0 {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 	delay := time.Millisecond
 	for id.Alive() {
 		t := time.NewTimer(delay)

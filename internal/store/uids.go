@@ -172,6 +172,7 @@ func DropClaim(uid int, owner string) error {
 	if !IsDynamicUID(uid) || claimOwner(uid) != owner {
 		return nil
 	}
+	removeIPC(uid)
 	if err := os.Remove(claimPath(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("release uid %d: %w", uid, err)
 	}

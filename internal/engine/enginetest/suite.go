@@ -7,6 +7,7 @@ package enginetest
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/recipe"
@@ -218,6 +220,7 @@ func checkPair(t *testing.T, d Dialect, eng engine.Engine, s *store.Store, g *go
 			t.Fatal("a wrong password was accepted over TCP")
 		}
 	}
+	checkResetAndRecycle(t, d, eng, s, g, backend, ins, dbs)
 	for _, in := range ins {
 		if err := in.Destroy(ctx, s); err != nil {
 			t.Fatal(err)
@@ -228,6 +231,53 @@ func checkPair(t *testing.T, d Dialect, eng engine.Engine, s *store.Store, g *go
 		if _, err := os.Stat(in.State.Dir); !os.IsNotExist(err) {
 			t.Fatalf("instance dir left: %v", err)
 		}
+	}
+}
+
+// checkResetAndRecycle resets ins[0] in place (a restore where the clone
+// is a plain dir) and recycles ins[1] into a new instance where the
+// backend can: each then has the golden's rows and not a table made
+// before. ins[1] becomes the recycled instance.
+func checkResetAndRecycle(t *testing.T, d Dialect, eng engine.Engine, s *store.Store, g *golden.Golden, backend string, ins []*instance.Instance, dbs []*sql.DB) {
+	ctx := context.Background()
+	for _, db := range dbs {
+		if _, err := db.ExecContext(ctx, "CREATE TABLE made_by_test(a int)"); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+	}
+	if err := ins[0].Reset(ctx, s, eng, g, nil); err != nil {
+		t.Fatalf("reset on %s: %v", backend, err)
+	}
+	checkGoldenState(t, d, *ins[0].State.Conn, "after a reset")
+	oldID, oldPW := ins[1].State.ID, ins[1].State.Server.Password
+	nin, err := ins[1].Recycle(ctx, s, eng, g, instance.Options{Backend: ins[1].State.Backend})
+	if errors.Is(err, errs.ErrUnsupported) {
+		return // a mounted clone: released instances are destroyed instead
+	}
+	if err != nil {
+		t.Fatalf("recycle on %s: %v", backend, err)
+	}
+	t.Cleanup(func() { _ = nin.Destroy(context.Background(), s) }) // idempotent
+	if nin.State.ID == oldID || nin.State.Server.Password == oldPW {
+		t.Fatalf("recycled instance kept the old id or password")
+	}
+	ins[1] = nin
+	checkGoldenState(t, d, *nin.State.Conn, "after a recycle")
+}
+
+func checkGoldenState(t *testing.T, d Dialect, c engine.Conn, when string) {
+	db, err := d.Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := count(t, db); n != 2001 {
+		t.Fatalf("%s: %d rows, want the golden's 2001", when, n)
+	}
+	var n int
+	if err := db.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'made_by_test'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%s: a table made before is still there (%d, %v)", when, n, err)
 	}
 }
 

@@ -2,11 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dbfork/dbfork/internal/engine"
 )
@@ -94,6 +97,47 @@ func (p *Postgres) CloneDatabases(ctx context.Context, srv *engine.Server, templ
 func (p *Postgres) DropDatabase(ctx context.Context, srv *engine.Server, name string) error {
 	if err := admin(ctx, srv, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", ident(name))); err != nil {
 		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+// SwapDatabase implements engine.DatabaseCloner. A database with
+// connections cannot be renamed: they are terminated, and again while
+// clients reconnect, until the rename goes through.
+func (p *Postgres) SwapDatabase(ctx context.Context, srv *engine.Server, name, with, trash string) error {
+	c, err := connect(ctx, srv, "template1")
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	rename := fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", ident(name), ident(trash))
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // clients reconnecting without end
+	defer cancel()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	for {
+		if _, err := c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", name); err != nil {
+			return fmt.Errorf("swap database %s: %w", name, err)
+		}
+		_, err := c.Exec(ctx, rename)
+		if err == nil {
+			break
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "55006" { // object_in_use
+			return fmt.Errorf("swap database %s: %w", name, err)
+		}
+		retry.Reset(2 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("swap database %s: its connections keep coming back: %w", name, ctx.Err())
+		case <-retry.C:
+		}
+	}
+	if _, err := c.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", ident(with), ident(name))); err != nil {
+		// Put the old one back rather than leave no database at all.
+		_, _ = c.Exec(context.Background(), fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", ident(trash), ident(name)))
+		return fmt.Errorf("swap database %s: %w", name, err)
 	}
 	return nil
 }

@@ -9,9 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/engine"
 )
@@ -106,7 +109,12 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 	if timeout == 0 {
 		timeout = 60 * time.Second
 	}
-	c, err := engine.WaitReady(ctx, srv, timeout, func(ctx context.Context) (*pgx.Conn, error) { return ready(ctx, srv) })
+	deadline := time.Now().Add(timeout)
+	if spec.Wrap == nil && p.major() >= 10 { // the data dir is in our mount namespace
+		waitPIDFileReady(ctx, srv, deadline)
+	}
+	wait := max(time.Until(deadline), time.Second) // one deadline for both waits
+	c, err := engine.WaitReady(ctx, srv, wait, func(ctx context.Context) (*pgx.Conn, error) { return ready(ctx, srv) })
 	if err != nil {
 		return srv, err
 	}
@@ -198,4 +206,58 @@ func writeHBA(spec engine.StartSpec) (string, error) {
 		return "", err
 	}
 	return p, spec.User.Chown(p)
+}
+
+// waitPIDFileReady waits until the postmaster says in postmaster.pid that
+// it accepts connections (line 8, "ready", PostgreSQL 10 and later), the
+// server exits, or deadline passes; WaitReady then connects once. Reading
+// a small file every millisecond costs nothing, where each early
+// connection attempt forks a backend that only answers "the database
+// system is starting up", taking CPU from the startup it waits for.
+func waitPIDFileReady(ctx context.Context, srv *engine.Server, deadline time.Time) {
+	path := filepath.Join(srv.DataDir, "postmaster.pid")
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for time.Now().Before(deadline) && !srv.Exited() {
+		if b, err := readSmallFile(path); err == nil {
+			lines := strings.Split(string(b), "\n")
+			if len(lines) > 7 && strings.TrimSpace(lines[0]) == strconv.Itoa(srv.Process.PID) {
+				switch strings.TrimSpace(lines[7]) {
+				case "ready":
+					return
+				case "stopping":
+					return // WaitReady reports it
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// readSmallFile reads up to 1 KiB of a regular file in a dir the server
+// user owns, never following a symlink nor blocking on a FIFO it put
+// there.
+func readSmallFile(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	buf := make([]byte, 1024)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
 }

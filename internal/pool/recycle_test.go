@@ -1,0 +1,214 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// recycler adds Recycle to a fake: the old item is destroyed and a new
+// one (new id) made; recycleGate holds each recycle until the test lets
+// it finish (nil = succeed).
+type recycler struct {
+	*fake
+	recycleGate chan error
+	recycled    []string
+	creates     int
+	mu          sync.Mutex
+}
+
+func newRecycler() *recycler {
+	return &recycler{fake: newFake(true), recycleGate: make(chan error, 100)}
+}
+
+func (r *recycler) factory() Factory[*item] {
+	f := r.fake.factory()
+	create := f.Create
+	f.Create = func(ctx context.Context) (*item, error) {
+		r.mu.Lock()
+		r.creates++
+		r.mu.Unlock()
+		return create(ctx)
+	}
+	f.Recycle = func(ctx context.Context, old *item) (*item, error) {
+		var gateErr error
+		select {
+		case gateErr = <-r.recycleGate:
+		case <-ctx.Done():
+			gateErr = ctx.Err()
+		}
+		if err := f.Destroy(ctx, old); err != nil {
+			return nil, err
+		}
+		if gateErr != nil {
+			return nil, gateErr
+		}
+		r.fake.mu.Lock()
+		defer r.fake.mu.Unlock()
+		r.fake.next++
+		it := &item{id: fmt.Sprintf("r%d", r.fake.next)}
+		r.fake.live[it.id] = true
+		r.mu.Lock()
+		r.recycled = append(r.recycled, old.id)
+		r.mu.Unlock()
+		return it, nil
+	}
+	return f
+}
+
+func (r *recycler) createCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.creates
+}
+
+func TestReleasedItemIsRecycledNotRecreated(t *testing.T) {
+	r := newRecycler()
+	p, err := New(Config{Min: 0, Max: 4}, r.factory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closePool(t, p, r.fake)
+	a, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	creates := r.createCount()
+	if err := p.Release(a.id); err != nil {
+		t.Fatal(err)
+	}
+	// The old id is gone at once: a second release of it is refused.
+	if err := p.Release(a.id); !errors.Is(err, ErrUnknown) {
+		t.Fatalf("release of a recycling id: %v, want ErrUnknown", err)
+	}
+	if st := p.Stats(); st.Warming != 1 || st.Leased != 0 {
+		t.Fatalf("while recycling: %+v, want 1 warming", st)
+	}
+	// A waiter gets the recycled item; the recycle stands in for a create.
+	got := make(chan *item, 1)
+	go func() {
+		b, _ := p.Acquire(context.Background())
+		got <- b
+	}()
+	waitFor(t, p, "a waiter", func(s Stats) bool { return s.Waiting == 1 })
+	r.recycleGate <- nil
+	b := <-got
+	if b == nil || b.id == a.id || b.id[0] != 'r' {
+		t.Fatalf("acquire got %v, want the recycled item (new id)", b)
+	}
+	if n := r.createCount() - creates; n != 0 {
+		t.Fatalf("%d creates after the release, want none", n)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recycled) != 1 || r.recycled[0] != a.id {
+		t.Fatalf("recycled %v, want [%s]", r.recycled, a.id)
+	}
+}
+
+func TestFailedRecycleFreesSlotAndRefills(t *testing.T) {
+	r := newRecycler()
+	p, err := New(Config{Min: 1, Max: 2}, r.factory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closePool(t, p, r.fake)
+	a, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, p, "1 ready + 1 leased", func(s Stats) bool { return s.Ready == 1 && s.Leased == 1 })
+	if err := p.Release(a.id); err != nil {
+		t.Fatal(err)
+	}
+	r.recycleGate <- errors.New("restore failed")
+	st := waitFor(t, p, "slot freed", func(s Stats) bool { return s.Warming == 0 && s.Leased == 0 })
+	if st.LastError != "" {
+		t.Fatalf("a failed recycle counted as a failed create: %q", st.LastError)
+	}
+	r.fake.mu.Lock()
+	alive := r.fake.live[a.id]
+	r.fake.mu.Unlock()
+	if alive {
+		t.Fatal("the failed recycle left the old item alive")
+	}
+	// Capacity is back: two leases fit in Max 2.
+	for i := 0; i < 2; i++ {
+		if _, err := p.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Whether recycled or made anew (ErrRecreate), an item that replaces a
+// released one and that nobody needs goes: a retired pool (min 0) drains.
+func TestRecycledItemNobodyNeedsIsDiscarded(t *testing.T) {
+	for _, gate := range []error{nil, ErrRecreate} {
+		r := newRecycler()
+		p, err := New(Config{Min: 0, Max: 2}, r.factory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := p.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Release(a.id); err != nil {
+			t.Fatal(err)
+		}
+		r.recycleGate <- gate
+		waitFor(t, p, "nothing left", func(s Stats) bool {
+			return s.Warming == 0 && s.Ready == 0 && s.Discarding == 0
+		})
+		if n := r.liveCount(); n != 0 {
+			t.Fatalf("recycle answering %v: %d items alive with min 0 and no lease", gate, n)
+		}
+		closePool(t, p, r.fake)
+	}
+}
+
+func TestCloseDuringRecycle(t *testing.T) {
+	r := newRecycler()
+	p, err := New(Config{Min: 0, Max: 2}, r.factory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Release(a.id); err != nil {
+		t.Fatal(err)
+	}
+	// Close cancels the recycle (its ctx): the old item is destroyed and
+	// nothing is left.
+	closePool(t, p, r.fake)
+}
+
+func TestRecycleThatCannotMakesANewOne(t *testing.T) {
+	r := newRecycler()
+	p, err := New(Config{Min: 1, Max: 1}, r.factory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closePool(t, p, r.fake)
+	a, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	creates := r.createCount()
+	if err := p.Release(a.id); err != nil {
+		t.Fatal(err)
+	}
+	r.recycleGate <- ErrRecreate
+	st := waitFor(t, p, "a new one ready", func(s Stats) bool { return s.Ready == 1 && s.Warming == 0 })
+	if st.LastError != "" || r.createCount() != creates+1 {
+		t.Fatalf("after a recycle that could not: %+v, %d creates (want 1)", st, r.createCount()-creates)
+	}
+	b, err := p.Acquire(context.Background())
+	if err != nil || b.id == a.id || b.id[0] != 'i' {
+		t.Fatalf("acquire got %v %v, want a created item", b, err)
+	}
+}
