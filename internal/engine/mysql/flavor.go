@@ -146,7 +146,7 @@ func profileArgs(info ServerInfo, test bool) []string {
 //     256 MiB log after ~15 s of sysbench); any non-zero value wakes it
 //     every second, so adaptive flushing keeps the checkpoint age low;
 //   - at a moderate pace: innodb_io_capacity 1000 (default 200) scales
-//     the adaptive rate (~1,300-1,600 pages/s here, the checkpoint age
+//     the adaptive rate (~1,100-1,700 pages/s here, the checkpoint age
 //     steady at a third of the log); 5000 flushed 4,000-5,000 pages/s and
 //     cost a third of the throughput on two cores. The cap for forced
 //     flushing stays high (innodb_io_capacity_max 10000);
