@@ -13,7 +13,8 @@
 # TRACE=1 also writes, per run, sysbench's per-second figures
 # (--report-interval=1 --percentile=100: tps and that second's maximum)
 # beside the server's checkpoint age, dirty pages and pages flushed each
-# second to $WORK/trace-VERSION-PROFILE-RUN.txt.
+# second to $WORK/trace-VERSION-PROFILE-RUN.txt (the p95 column then reads 0:
+# sysbench reports the 100th percentile instead).
 set -euo pipefail
 STORE="$1" VERSION="$2" BACKEND="$3" RUNS="$4"; shift 4
 D="${DBFORK:-$(cd "$(dirname "$0")/.." && pwd)/bin/dbfork}"
