@@ -23,6 +23,21 @@ func SyncDir(dir string) error {
 // records that matter only while the machine runs (an instance's state:
 // its servers and mounts do not outlive a reboot either).
 func ReplaceFile(path string, data []byte, perm os.FileMode) error {
+	return replace(path, data, perm, false)
+}
+
+// WriteFileAtomic writes data to path through a temporary file, fsyncs it,
+// renames it into place and fsyncs the directory.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	if err := replace(path, data, perm, true); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// replace writes a temporary file beside path (fsynced if sync) and
+// renames it over path.
+func replace(path string, data []byte, perm os.FileMode, sync bool) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {
 		return err
@@ -37,41 +52,16 @@ func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 		f.Close()
 		return err
 	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+	}
 	if err := f.Close(); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
-}
-
-// WriteFileAtomic writes data to path through a temporary file, fsyncs it,
-// renames it into place and fsyncs the directory.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return SyncDir(dir)
 }
 
 // SyncDirs fsyncs every directory at and below root, deepest first, so
