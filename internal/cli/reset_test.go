@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/api"
-	"github.com/dbfork/dbfork/internal/testenv"
 )
 
 func psql(t *testing.T, dsn, sql string) string {
@@ -74,7 +73,7 @@ func TestResetCrash(t *testing.T) {
 		t.Run(phase, func(t *testing.T) {
 			e := newEnv(t)
 			if c.backend == "reflink" {
-				e.store = filepath.Join(testenv.LoopFS(t, "xfs", 1<<30), "store")
+				e.useLoopStore("xfs", 1<<30)
 			}
 			var up struct{ ID string }
 			if err := json.Unmarshal([]byte(e.mustRun("up", "--json", "--backend", c.backend).stdout), &up); err != nil {
