@@ -58,6 +58,21 @@ func (r *recycler) factory() Factory[*item] {
 	return f
 }
 
+// leaseOne starts a pool of r's items and leases one.
+func (r *recycler) leaseOne(t *testing.T, cfg Config) (*Pool[*item], *item) {
+	t.Helper()
+	p, err := New(cfg, r.factory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := p.Acquire(context.Background())
+	if err != nil {
+		closePool(t, p, r.fake)
+		t.Fatal(err)
+	}
+	return p, a
+}
+
 func (r *recycler) createCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -66,15 +81,8 @@ func (r *recycler) createCount() int {
 
 func TestReleasedItemIsRecycledNotRecreated(t *testing.T) {
 	r := newRecycler()
-	p, err := New(Config{Min: 0, Max: 4}, r.factory())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, a := r.leaseOne(t, Config{Min: 0, Max: 4})
 	defer closePool(t, p, r.fake)
-	a, err := p.Acquire(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	creates := r.createCount()
 	if err := p.Release(a.id); err != nil {
 		t.Fatal(err)
@@ -110,15 +118,8 @@ func TestReleasedItemIsRecycledNotRecreated(t *testing.T) {
 
 func TestFailedRecycleFreesSlotAndRefills(t *testing.T) {
 	r := newRecycler()
-	p, err := New(Config{Min: 1, Max: 2}, r.factory())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, a := r.leaseOne(t, Config{Min: 1, Max: 2})
 	defer closePool(t, p, r.fake)
-	a, err := p.Acquire(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitFor(t, p, "1 ready + 1 leased", func(s Stats) bool { return s.Ready == 1 && s.Leased == 1 })
 	if err := p.Release(a.id); err != nil {
 		t.Fatal(err)
@@ -147,14 +148,7 @@ func TestFailedRecycleFreesSlotAndRefills(t *testing.T) {
 func TestRecycledItemNobodyNeedsIsDiscarded(t *testing.T) {
 	for _, gate := range []error{nil, ErrRecreate} {
 		r := newRecycler()
-		p, err := New(Config{Min: 0, Max: 2}, r.factory())
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := p.Acquire(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, a := r.leaseOne(t, Config{Min: 0, Max: 2})
 		if err := p.Release(a.id); err != nil {
 			t.Fatal(err)
 		}
@@ -171,14 +165,7 @@ func TestRecycledItemNobodyNeedsIsDiscarded(t *testing.T) {
 
 func TestCloseDuringRecycle(t *testing.T) {
 	r := newRecycler()
-	p, err := New(Config{Min: 0, Max: 2}, r.factory())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := p.Acquire(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, a := r.leaseOne(t, Config{Min: 0, Max: 2})
 	if err := p.Release(a.id); err != nil {
 		t.Fatal(err)
 	}
@@ -189,15 +176,8 @@ func TestCloseDuringRecycle(t *testing.T) {
 
 func TestRecycleThatCannotMakesANewOne(t *testing.T) {
 	r := newRecycler()
-	p, err := New(Config{Min: 1, Max: 1}, r.factory())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, a := r.leaseOne(t, Config{Min: 1, Max: 1})
 	defer closePool(t, p, r.fake)
-	a, err := p.Acquire(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	creates := r.createCount()
 	if err := p.Release(a.id); err != nil {
 		t.Fatal(err)

@@ -16,17 +16,7 @@ import (
 // the claim's holder can free it.
 func TestFreedUidLeavesNoSharedMemory(t *testing.T) {
 	testenv.RequireRoot(t)
-	root := testenv.Dir(t)
-	s, err := store.Open(filepath.Join(root, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
-	for _, d := range []string{a, b} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
+	root, s, a, b := claimOwners(t)
 	u, err := s.ClaimUser(a)
 	if err != nil {
 		t.Fatal(err)

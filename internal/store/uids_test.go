@@ -23,17 +23,7 @@ func TestClaimUser(t *testing.T) {
 		t.Skip("needs root (uids are handed out by root); CI runs as root")
 	}
 	ctx := context.Background()
-	root := testenv.Dir(t)
-	s, err := store.Open(filepath.Join(root, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
-	for _, d := range []string{a, b} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
+	root, s, a, b := claimOwners(t)
 	ua, err := s.ClaimUser(a)
 	if err != nil {
 		t.Fatal(err)
@@ -124,4 +114,22 @@ func contains(xs []int, x int) bool {
 		}
 	}
 	return false
+}
+
+// claimOwners opens a store in a test dir and makes two owner dirs, a and
+// b, to claim uids for.
+func claimOwners(t *testing.T) (root string, s *store.Store, a, b string) {
+	t.Helper()
+	root = testenv.Dir(t)
+	s, err := store.Open(filepath.Join(root, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b = filepath.Join(root, "a"), filepath.Join(root, "b")
+	for _, d := range []string{a, b} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, s, a, b
 }
