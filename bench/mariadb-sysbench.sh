@@ -15,6 +15,12 @@
 # beside the server's checkpoint age, dirty pages and pages flushed each
 # second to $WORK/trace-VERSION-PROFILE-RUN.txt (the p95 column then reads 0:
 # sysbench reports the 100th percentile instead).
+# PROFILE@SIZE (e.g. new@4m) runs PROFILE with XFS's copy-on-write extent
+# size hint set to SIZE on STORE/instances before the clone is made (new
+# clone files inherit it; xfs_io cowextsize); a PROFILE without @ clears it
+# there (the default, 32 blocks). The "disk" column is how much the store's
+# used space grew from before `up` to the end of the run: the clone's
+# private blocks, including XFS's copy-on-write preallocations.
 set -euo pipefail
 STORE="$1" VERSION="$2" BACKEND="$3" RUNS="$4"; shift 4
 D="${DBFORK:-$(cd "$(dirname "$0")/.." && pwd)/bin/dbfork}"
@@ -93,10 +99,22 @@ quiet() {
 
 # Profiles take turns (run 1 of each, then run 2 of each, ...), so a
 # machine that gets busier or quieter does not favour one of them.
+# cow_hint SIZE sets the copy-on-write extent size hint of STORE/instances
+# (0: XFS's default), where dbfork makes each clone's directory.
+cow_hint() {
+  [ "$(stat -f -c %T "$STORE")" = xfs ] || { [ "$1" = 0 ] && return 0; echo "PROFILE@SIZE needs an XFS store" >&2; exit 2; }
+  xfs_io -c "cowextsize $1" "$STORE/instances"
+}
+used_kb() { df -k --output=used "$STORE" | tail -1; }
+
 for r in $(seq 1 "$RUNS"); do
   for p in "$@"; do
-    recipe "$p"
+    prof="${p%%@*}" cow=0
+    [ "$prof" != "$p" ] && cow="${p#*@}"
+    recipe "$prof"
+    cow_hint "$cow"
     busy=""; [ -n "${QUIET:-}" ] && quiet
+    sync -f "$STORE"; used0="$(used_kb)"
     out="$(cd "$WORK" && "$D" --store "$STORE" up --backend "$BACKEND" --json)"
     id="$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$out" | head -1)"
     ready="$(sed -n 's/.*"ready_ms": \([0-9.]*\).*/\1/p' <<<"$out")"
@@ -109,6 +127,7 @@ for r in $(seq 1 "$RUNS"); do
     res="$(sysbench oltp_write_only --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$MYSQL_PORT" \
       --mysql-user="$MYSQL_USER" --mysql-password="$MYSQL_PWD" --mysql-db="$MYSQL_DATABASE" \
       --tables="$TABLES" --table-size="$ROWS" --threads=1 --time="$SECONDS_" --percentile=95 "${extra[@]}" run)"
+    used1="$(used_kb)"
     if [ -n "$tracer" ]; then
       kill "$tracer"; wait "$tracer" 2>/dev/null || true
       { grep '^\[' <<<"$res"; cat "$WORK/status-$VERSION-$p-$r.txt"; } > "$WORK/trace-$VERSION-$p-$r.txt"
@@ -117,7 +136,7 @@ for r in $(seq 1 "$RUNS"); do
     tps="$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' <<<"$res")"
     p95="$(sed -n 's/.*95th percentile: *\([0-9.]*\).*/\1/p' <<<"$res")"
     max="$(sed -n 's/.*max: *\([0-9.]*\).*/\1/p' <<<"$res")"
-    printf '%s %-8s %-6s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  load %s%s\n' \
-      "$VERSION" "$BACKEND" "$p" "$r" "$ready" "$tps" "$p95" "$max" "$(cut -d' ' -f1 /proc/loadavg)" "${busy:+  busy before ${busy}%}"
+    printf '%s %-8s %-9s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  disk +%d MB  load %s%s\n' \
+      "$VERSION" "$BACKEND" "$p" "$r" "$ready" "$tps" "$p95" "$max" $(((used1 - used0) / 1024)) "$(cut -d' ' -f1 /proc/loadavg)" "${busy:+  busy before ${busy}%}"
   done
 done
