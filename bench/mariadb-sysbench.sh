@@ -21,6 +21,8 @@
 # there (the default, 32 blocks). The "disk" column is how much the store's
 # used space grew from before `up` to the end of the run: the clone's
 # private blocks, including XFS's copy-on-write preallocations.
+# PROFILE/BACKEND (e.g. new/copy) runs that variant on another backend, so
+# backends can take turns too.
 set -euo pipefail
 STORE="$1" VERSION="$2" BACKEND="$3" RUNS="$4"; shift 4
 D="${DBFORK:-$(cd "$(dirname "$0")/.." && pwd)/bin/dbfork}"
@@ -109,13 +111,15 @@ used_kb() { df -k --output=used "$STORE" | tail -1; }
 
 for r in $(seq 1 "$RUNS"); do
   for p in "$@"; do
-    prof="${p%%@*}" cow=0
-    [ "$prof" != "$p" ] && cow="${p#*@}"
+    be="$BACKEND" v="$p"
+    [ "${v%/*}" != "$v" ] && be="${v##*/}" v="${v%/*}"
+    prof="${v%%@*}" cow=0
+    [ "$prof" != "$v" ] && cow="${v#*@}"
     recipe "$prof"
     cow_hint "$cow"
     busy=""; [ -n "${QUIET:-}" ] && quiet
     sync -f "$STORE"; used0="$(used_kb)"
-    out="$(cd "$WORK" && "$D" --store "$STORE" up --backend "$BACKEND" --json)"
+    out="$(cd "$WORK" && "$D" --store "$STORE" up --backend "$be" --json)"
     id="$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$out" | head -1)"
     ready="$(sed -n 's/.*"ready_ms": \([0-9.]*\).*/\1/p' <<<"$out")"
     eval "$(sed -n 's/.*"\(MYSQL_[A-Z]*\)": "\(.*\)".*/export \1=\2/p' <<<"$out")"
@@ -137,6 +141,6 @@ for r in $(seq 1 "$RUNS"); do
     p95="$(sed -n 's/.*95th percentile: *\([0-9.]*\).*/\1/p' <<<"$res")"
     max="$(sed -n 's/.*max: *\([0-9.]*\).*/\1/p' <<<"$res")"
     printf '%s %-8s %-9s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  disk +%d MB  load %s%s\n' \
-      "$VERSION" "$BACKEND" "$p" "$r" "$ready" "$tps" "$p95" "$max" $(((used1 - used0) / 1024)) "$(cut -d' ' -f1 /proc/loadavg)" "${busy:+  busy before ${busy}%}"
+      "$VERSION" "$be" "$v" "$r" "$ready" "$tps" "$p95" "$max" $(((used1 - used0) / 1024)) "$(cut -d' ' -f1 /proc/loadavg)" "${busy:+  busy before ${busy}%}"
   done
 done
