@@ -15,12 +15,12 @@
 # beside the server's checkpoint age, dirty pages and pages flushed each
 # second to $WORK/trace-VERSION-PROFILE-RUN.txt (the p95 column then reads 0:
 # sysbench reports the 100th percentile instead).
-# PROFILE@SIZE (e.g. new@4m) runs PROFILE with XFS's copy-on-write extent
-# size hint set to SIZE on STORE/instances before the clone is made (new
-# clone files inherit it; xfs_io cowextsize); a PROFILE without @ clears it
-# there (the default, 32 blocks). The "disk" column is how much the store's
-# used space grew from before `up` to the end of the run: the clone's
-# private blocks, including XFS's copy-on-write preallocations.
+# PROFILE@SIZE (e.g. new@4m; SIZE in bytes or with k/m) runs PROFILE on a
+# clone whose XFS copy-on-write extent size hint is SIZE instead of
+# dbfork's one InnoDB page (16 KiB; `up` with DBFORK_XFS_COWEXTSIZE); @0 is
+# XFS's default (32 blocks, 128 KiB). The "disk" column is how much the
+# store's used space grew from before `up` to the end of the run: the
+# clone's private blocks, including XFS's copy-on-write reservations.
 # PROFILE/BACKEND (e.g. new/copy) runs that variant on another backend, so
 # backends can take turns too.
 set -euo pipefail
@@ -101,11 +101,14 @@ quiet() {
 
 # Profiles take turns (run 1 of each, then run 2 of each, ...), so a
 # machine that gets busier or quieter does not favour one of them.
-# cow_hint SIZE sets the copy-on-write extent size hint of STORE/instances
-# (0: XFS's default), where dbfork makes each clone's directory.
-cow_hint() {
-  [ "$(stat -f -c %T "$STORE")" = xfs ] || { [ "$1" = 0 ] && return 0; echo "PROFILE@SIZE needs an XFS store" >&2; exit 2; }
-  xfs_io -c "cowextsize $1" "$STORE/instances"
+# bytes SIZE: 16k -> 16384, 4m -> 4194304, 0 -> 0.
+bytes() {
+  case "$1" in
+    *[kK]) echo $(( ${1%?} << 10 )) ;;
+    *[mM]) echo $(( ${1%?} << 20 )) ;;
+    *[!0-9]* | '') echo "bad size $1 in PROFILE@SIZE: use bytes, or a number with k or m" >&2; exit 2 ;;
+    *) echo "$1" ;;
+  esac
 }
 used_kb() { df -k --output=used "$STORE" | tail -1; }
 
@@ -113,13 +116,12 @@ for r in $(seq 1 "$RUNS"); do
   for p in "$@"; do
     be="$BACKEND" v="$p"
     [ "${v%/*}" != "$v" ] && be="${v##*/}" v="${v%/*}"
-    prof="${v%%@*}" cow=0
-    [ "$prof" != "$v" ] && cow="${v#*@}"
+    prof="${v%%@*}" cowenv=()
+    if [ "$prof" != "$v" ]; then sz="$(bytes "${v#*@}")"; cowenv=(DBFORK_XFS_COWEXTSIZE="$sz"); fi
     recipe "$prof"
-    cow_hint "$cow"
     busy=""; [ -n "${QUIET:-}" ] && quiet
     sync -f "$STORE"; used0="$(used_kb)"
-    out="$(cd "$WORK" && "$D" --store "$STORE" up --backend "$be" --json)"
+    out="$(cd "$WORK" && env "${cowenv[@]}" "$D" --store "$STORE" up --no-daemon --backend "$be" --json)"
     id="$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$out" | head -1)"
     ready="$(sed -n 's/.*"ready_ms": \([0-9.]*\).*/\1/p' <<<"$out")"
     eval "$(sed -n 's/.*"\(MYSQL_[A-Z]*\)": "\(.*\)".*/export \1=\2/p' <<<"$out")"
@@ -132,6 +134,8 @@ for r in $(seq 1 "$RUNS"); do
       --mysql-user="$MYSQL_USER" --mysql-password="$MYSQL_PWD" --mysql-db="$MYSQL_DATABASE" \
       --tables="$TABLES" --table-size="$ROWS" --threads=1 --time="$SECONDS_" --percentile=95 "${extra[@]}" run)"
     used1="$(used_kb)"
+    # the hint the clone's first table file carries (what XFS applies)
+    hint="$(xfs_io -c stat "$STORE/instances/$id/data/$MYSQL_DATABASE/sbtest1.ibd" 2>/dev/null | sed -n 's/^fsxattr.cowextsize = //p')"
     if [ -n "$tracer" ]; then
       kill "$tracer"; wait "$tracer" 2>/dev/null || true
       { grep '^\[' <<<"$res"; cat "$WORK/status-$VERSION-$p-$r.txt"; } > "$WORK/trace-$VERSION-$p-$r.txt"
@@ -140,7 +144,7 @@ for r in $(seq 1 "$RUNS"); do
     tps="$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' <<<"$res")"
     p95="$(sed -n 's/.*95th percentile: *\([0-9.]*\).*/\1/p' <<<"$res")"
     max="$(sed -n 's/.*max: *\([0-9.]*\).*/\1/p' <<<"$res")"
-    printf '%s %-8s %-9s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  disk +%d MB  load %s%s\n' \
-      "$VERSION" "$be" "$v" "$r" "$ready" "$tps" "$p95" "$max" $(((used1 - used0) / 1024)) "$(cut -d' ' -f1 /proc/loadavg)" "${busy:+  busy before ${busy}%}"
+    printf '%s %-8s %-9s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  disk +%d MB  hint %s  load %s%s\n' \
+      "$VERSION" "$be" "$v" "$r" "$ready" "$tps" "$p95" "$max" $(((used1 - used0) / 1024)) "${hint:-?}" "$(cut -d' ' -f1 /proc/loadavg)" "${busy:+  busy before ${busy}%}"
   done
 done
