@@ -20,7 +20,9 @@
 # dbfork's one InnoDB page (16 KiB; `up` with DBFORK_XFS_COWEXTSIZE); @0 is
 # XFS's default (32 blocks, 128 KiB). The "disk" column is how much the
 # store's used space grew from before `up` to the end of the run: the
-# clone's private blocks, including XFS's copy-on-write reservations.
+# clone's private blocks, including XFS's copy-on-write reservations;
+# "xfs trans" and "extents" count the XFS transactions and extent
+# allocations from `up` to the end of the run (after a sync).
 # PROFILE/BACKEND (e.g. new/copy) runs that variant on another backend, so
 # backends can take turns too.
 set -euo pipefail
@@ -111,6 +113,13 @@ bytes() {
   esac
 }
 used_kb() { df -k --output=used "$STORE" | tail -1; }
+# xfs_counts prints the XFS store's transactions and extents allocated so
+# far (/sys/fs/xfs/DEV/stats), "0 0" elsewhere.
+xfs_counts() {
+  local f="/sys/fs/xfs/$(basename "$(findmnt -n -o SOURCE "$STORE")")/stats/stats"
+  [ -r "$f" ] || { echo 0 0; return; }
+  awk '$1 == "trans" {t = $2 + $3} $1 == "extent_alloc" {e = $2} END {print t + 0, e + 0}' "$f"
+}
 
 for r in $(seq 1 "$RUNS"); do
   for p in "$@"; do
@@ -120,7 +129,7 @@ for r in $(seq 1 "$RUNS"); do
     if [ "$prof" != "$v" ]; then sz="$(bytes "${v#*@}")"; cowenv=(DBFORK_XFS_COWEXTSIZE="$sz"); fi
     recipe "$prof"
     busy=""; [ -n "${QUIET:-}" ] && quiet
-    sync -f "$STORE"; used0="$(used_kb)"
+    sync -f "$STORE"; used0="$(used_kb)"; read -r trans0 ext0 < <(xfs_counts)
     out="$(cd "$WORK" && env "${cowenv[@]}" "$D" --store "$STORE" up --no-daemon --backend "$be" --json)"
     id="$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$out" | head -1)"
     ready="$(sed -n 's/.*"ready_ms": \([0-9.]*\).*/\1/p' <<<"$out")"
@@ -133,7 +142,7 @@ for r in $(seq 1 "$RUNS"); do
     res="$(sysbench oltp_write_only --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$MYSQL_PORT" \
       --mysql-user="$MYSQL_USER" --mysql-password="$MYSQL_PWD" --mysql-db="$MYSQL_DATABASE" \
       --tables="$TABLES" --table-size="$ROWS" --threads=1 --time="$SECONDS_" --percentile=95 "${extra[@]}" run)"
-    used1="$(used_kb)"
+    used1="$(used_kb)"; sync -f "$STORE"; read -r trans1 ext1 < <(xfs_counts)
     # the hint the clone's first table file carries (what XFS applies)
     hint="$(xfs_io -c stat "$STORE/instances/$id/data/$MYSQL_DATABASE/sbtest1.ibd" 2>/dev/null | sed -n 's/^fsxattr.cowextsize = //p')"
     if [ -n "$tracer" ]; then
@@ -144,7 +153,7 @@ for r in $(seq 1 "$RUNS"); do
     tps="$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' <<<"$res")"
     p95="$(sed -n 's/.*95th percentile: *\([0-9.]*\).*/\1/p' <<<"$res")"
     max="$(sed -n 's/.*max: *\([0-9.]*\).*/\1/p' <<<"$res")"
-    printf '%s %-8s %-9s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  disk +%d MB  hint %s  load %s%s\n' \
-      "$VERSION" "$be" "$v" "$r" "$ready" "$tps" "$p95" "$max" $(((used1 - used0) / 1024)) "${hint:-?}" "$(cut -d' ' -f1 /proc/loadavg)" "${busy:+  busy before ${busy}%}"
+    printf '%s %-8s %-9s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  disk +%d MB  hint %s  xfs trans %d extents %d  load %s%s\n' \
+      "$VERSION" "$be" "$v" "$r" "$ready" "$tps" "$p95" "$max" $(((used1 - used0) / 1024)) "${hint:-?}" $((trans1 - trans0)) $((ext1 - ext0)) "$(cut -d' ' -f1 /proc/loadavg)" "${busy:+  busy before ${busy}%}"
   done
 done
