@@ -24,7 +24,11 @@
 # "xfs trans" and "extents" count the XFS transactions and extent
 # allocations from `up` to the end of the run (after a sync).
 # PROFILE/BACKEND (e.g. new/copy) runs that variant on another backend, so
-# backends can take turns too.
+# backends can take turns too. PROFILE+warm (e.g. new+warm, new@1m+warm/copy)
+# reads every file of the clone once after `up` and before the run, as a
+# pool's prewarm does ("warm" column: how long that took): a fresh reflink
+# clone's files are new inodes whose pages are not cached yet, a plain
+# copy's were just written.
 set -euo pipefail
 STORE="$1" VERSION="$2" BACKEND="$3" RUNS="$4"; shift 4
 D="${DBFORK:-$(cd "$(dirname "$0")/.." && pwd)/bin/dbfork}"
@@ -125,6 +129,8 @@ for r in $(seq 1 "$RUNS"); do
   for p in "$@"; do
     be="$BACKEND" v="$p"
     [ "${v%/*}" != "$v" ] && be="${v##*/}" v="${v%/*}"
+    warm=""
+    [ "${v%+warm}" != "$v" ] && warm=1 v="${v%+warm}"
     prof="${v%%@*}" cowenv=()
     if [ "$prof" != "$v" ]; then sz="$(bytes "${v#*@}")"; cowenv=(DBFORK_XFS_COWEXTSIZE="$sz"); fi
     recipe "$prof"
@@ -134,6 +140,12 @@ for r in $(seq 1 "$RUNS"); do
     id="$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$out" | head -1)"
     ready="$(sed -n 's/.*"ready_ms": \([0-9.]*\).*/\1/p' <<<"$out")"
     eval "$(sed -n 's/.*"\(MYSQL_[A-Z]*\)": "\(.*\)".*/export \1=\2/p' <<<"$out")"
+    warm_ms=""
+    if [ -n "$warm" ]; then
+      t0="$(date +%s%N)"
+      find "$STORE/instances/$id/data" -type f -exec cat {} + >/dev/null
+      warm_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    fi
     extra=() tracer=""
     if [ -n "${TRACE:-}" ]; then
       extra=(--report-interval=1 --percentile=100)
@@ -153,7 +165,7 @@ for r in $(seq 1 "$RUNS"); do
     tps="$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' <<<"$res")"
     p95="$(sed -n 's/.*95th percentile: *\([0-9.]*\).*/\1/p' <<<"$res")"
     max="$(sed -n 's/.*max: *\([0-9.]*\).*/\1/p' <<<"$res")"
-    printf '%s %-8s %-9s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  disk +%d MB  hint %s  xfs trans %d extents %d  load %s%s\n' \
-      "$VERSION" "$be" "$v" "$r" "$ready" "$tps" "$p95" "$max" $(((used1 - used0) / 1024)) "${hint:-?}" $((trans1 - trans0)) $((ext1 - ext0)) "$(cut -d' ' -f1 /proc/loadavg)" "${busy:+  busy before ${busy}%}"
+    printf '%s %-8s %-13s run %d  ready %6.0f ms  tps %7.1f  p95 %6.2f ms  max %7.2f ms  disk +%d MB  hint %s  xfs trans %d extents %d  load %s%s%s\n' \
+      "$VERSION" "$be" "${p%/*}" "$r" "$ready" "$tps" "$p95" "$max" $(((used1 - used0) / 1024)) "${hint:-?}" $((trans1 - trans0)) $((ext1 - ext0)) "$(cut -d' ' -f1 /proc/loadavg)" "${busy:+  busy before ${busy}%}" "${warm_ms:+  warm ${warm_ms} ms}"
   done
 done
