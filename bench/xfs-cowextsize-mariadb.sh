@@ -5,14 +5,15 @@
 # the store filesystem's used-space growth next to what `dbfork inspect`
 # says the clone owns. Run it in a dir holding a MariaDB recipe with
 # sysbench-style tables (e.g. STORE/bench/mariadb-1G), on an XFS store.
-#   sudo bench/xfs-cowextsize-mariadb.sh STORE N BACKEND...
+#   sudo [HINTS="0 16384"] bench/xfs-cowextsize-mariadb.sh STORE N BACKEND...
+# HINTS: the copy-on-write extent size hints to compare, in bytes.
 set -euo pipefail
 STORE="$1"; N="$2"; shift 2
 D="${DBFORK:-$(dirname "$0")/../bin/dbfork}"
 used() { sync -f "$STORE"; sleep 3; sync -f "$STORE"; df -B1 --output=used "$STORE" | tail -1; }
 upd="$(mktemp)"; trap 'rm -f "$upd"' EXIT
 for b in "$@"; do
-  for hint in 0 16384; do
+  for hint in ${HINTS:-0 16384}; do
     u0="$(used)"
     out="$(DBFORK_XFS_COWEXTSIZE=$hint "$D" --store "$STORE" up --backend "$b" --no-daemon --json)"
     id="$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$out" | head -1)"
