@@ -22,12 +22,13 @@ import (
 )
 
 // MariaDB goldens of the same recipe hold the same table files, and one
-// more row in a seed table loaded first leaves the file of the table
-// loaded after it byte for byte as it was, though every page of it was
-// written at another log position (issue 15: a push then re-sends only
-// the changed table). The seal stamps every page's LSN to one value;
-// clones of a stamped golden check clean, take writes and recover from a
-// crash.
+// more row (one more INSERT) in a seed table loaded first leaves the file
+// of the table loaded after it byte for byte as it was, though every page
+// of it was written at another log position by another transaction
+// (issue 15: a push then re-sends only the changed table). The seal
+// stamps every page's LSN to one value and resets the rows' transaction
+// ids; clones of a stamped golden check clean, take writes and recover
+// from a crash.
 func TestMariaDBStableTableFiles(t *testing.T) {
 	testenv.RequireRoot(t)
 	ctx := context.Background()
@@ -44,9 +45,9 @@ func TestMariaDBStableTableFiles(t *testing.T) {
 		return s
 	}
 	one, two := open("one"), open("two")
-	g1 := buildTwoTables(t, one, filepath.Join(root, "p1"), 30000)
-	g2 := buildTwoTables(t, two, filepath.Join(root, "p2"), 30000)
-	g3 := buildTwoTables(t, one, filepath.Join(root, "p3"), 30001)
+	g1 := buildTwoTables(t, one, filepath.Join(root, "p1"), false)
+	g2 := buildTwoTables(t, two, filepath.Join(root, "p2"), false)
+	g3 := buildTwoTables(t, one, filepath.Join(root, "p3"), true)
 	for _, f := range []string{"shop/first.ibd", "shop/second.ibd"} {
 		if !sameFile(t, g1, g2, f) {
 			t.Errorf("two builds of one recipe differ in %s", f)
@@ -58,8 +59,9 @@ func TestMariaDBStableTableFiles(t *testing.T) {
 	if sameFile(t, g1, g3, "shop/first.ibd") {
 		t.Fatal("the changed table's file did not change: the test proves nothing")
 	}
-	if log, _ := os.ReadFile(filepath.Join(g1.Dir, "seal.log")); !bytes.Contains(log, []byte("page LSNs stamped")) {
-		t.Fatalf("seal.log says nothing about stamping:\n%s", log)
+	if log, _ := os.ReadFile(filepath.Join(g1.Dir, "seal.log")); !bytes.Contains(log, []byte("pages stamped")) ||
+		bytes.Contains(log, []byte("(transaction ids reset in 0)")) || bytes.Contains(log, []byte("transaction ids kept")) {
+		t.Fatalf("seal.log does not say pages were stamped and transaction ids reset:\n%s", log)
 	}
 	if tool, err := exec.LookPath("innochecksum"); err == nil {
 		for _, f := range []string{"shop/first.ibd", "shop/second.ibd"} {
@@ -80,6 +82,7 @@ func TestMariaDBStableTableFiles(t *testing.T) {
 	}
 	defer db.Close()
 	checkTables(t, db)
+	snapshotSeesOldRows(t, db)
 	writeAndCount(t, db)
 	checkTables(t, db)
 	db.Close()
@@ -89,16 +92,20 @@ func TestMariaDBStableTableFiles(t *testing.T) {
 	crashAndRecover(t, eng, one, g1, filepath.Join(root, "crash"))
 }
 
-// buildTwoTables loads table first (firstRows rows), then table second
-// (20,000 rows), one INSERT each.
-func buildTwoTables(t *testing.T, s *store.Store, proj string, firstRows int) *golden.Golden {
+// buildTwoTables loads table first (30,000 rows; extra: one more, in an
+// INSERT of its own), then table second (20,000 rows).
+func buildTwoTables(t *testing.T, s *store.Store, proj string, extra bool) *golden.Golden {
 	t.Helper()
 	table := func(name string, rows int) string {
 		return fmt.Sprintf("CREATE TABLE %[1]s(id int PRIMARY KEY, k int NOT NULL, c char(100) NOT NULL, KEY k_%[1]s(k));\n"+
 			"INSERT INTO %[1]s SELECT seq, seq * 7919 %% 10000, md5(seq) FROM seq_1_to_%[2]d;\n", name, rows)
 	}
+	first := table("first", 30000)
+	if extra {
+		first += "INSERT INTO first VALUES (30001, 1, 'extra');\n"
+	}
 	path := testenv.WriteRecipe(t, proj, "engine = \"mariadb\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"first.sql\"]\n[[load]]\nsql = [\"second.sql\"]\n",
-		map[string]string{"first.sql": table("first", firstRows), "second.sql": table("second", 20000)})
+		map[string]string{"first.sql": first, "second.sql": table("second", 20000)})
 	r, err := recipe.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +158,44 @@ func checkTables(t *testing.T, db *sql.DB) {
 	}
 	if err := rows.Err(); err != nil || n != 2 {
 		t.Fatalf("CHECK TABLE: %d statuses, %v", n, err)
+	}
+}
+
+// snapshotSeesOldRows: a REPEATABLE READ snapshot taken before another
+// session's update still reads the rows as loaded, through the secondary
+// index whose pages' PAGE_MAX_TRX_ID the seal lowered.
+func snapshotSeesOldRows(t *testing.T, db *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	countK := func(q interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) int {
+		var n int
+		if err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM second FORCE INDEX (k_second) WHERE k = 4242").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := countK(tx)
+	if _, err := db.ExecContext(ctx, "UPDATE second SET k = 4242 WHERE id <= 3000"); err != nil {
+		t.Fatal(err)
+	}
+	if n := countK(tx); n != before {
+		t.Fatalf("the snapshot saw %d rows with k = 4242, then %d after another session's update", before, n)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := countK(db); n <= before {
+		t.Fatalf("after the update %d rows have k = 4242, before %d", n, before)
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE second SET k = id * 7919 % 10000 WHERE id <= 3000"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -50,17 +50,20 @@ var (
 	cryptMagic = []byte("sCrypt")
 )
 
-// StampStats counts what stampPageLSNs did.
+// StampStats counts what stampPages did.
 type StampStats struct {
 	Files   int // tablespaces stamped
+	Rows    int // of which tablespaces whose transaction ids were reset (pagetrx.go)
 	Skipped int // tablespaces left alone (another format, encrypted)
 	Pages   int // pages stamped
 	Kept    int // pages left alone (unwritten, already stamped, checksum not understood)
 }
 
-// stampPageLSNs stamps the pages of every file-per-table tablespace
-// (*.ibd) under dataDir. The server must be stopped (cleanly, slowly).
-func stampPageLSNs(dataDir string) (StampStats, error) {
+// stampPages stamps the pages of every file-per-table tablespace (*.ibd)
+// under dataDir, and resets the transaction ids of those layouts (by
+// data-dir-relative path) describes. The server must be stopped (cleanly,
+// slowly).
+func stampPages(dataDir string, layouts map[string]rowLayout) (StampStats, error) {
 	var st StampStats
 	err := filepath.WalkDir(dataDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -69,7 +72,14 @@ func stampPageLSNs(dataDir string) (StampStats, error) {
 		if !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), ".ibd") {
 			return nil
 		}
-		pages, kept, ok, err := stampTablespace(path)
+		var lay *rowLayout
+		if rel, err := filepath.Rel(dataDir, path); err == nil {
+			if l, found := layouts[rel]; found {
+				lay = &l
+				st.Rows++
+			}
+		}
+		pages, kept, ok, err := stampTablespace(path, lay)
 		if err != nil {
 			return fmt.Errorf("stamp page LSNs of %s: %w", path, err)
 		}
@@ -86,10 +96,10 @@ func stampPageLSNs(dataDir string) (StampStats, error) {
 }
 
 // stampTablespace stamps one .ibd file in place, 1 MiB at a time, writing
-// back only the pages it changed. ok is false when the tablespace is not
-// one dbfork stamps (another checksum format, page size or compression,
-// or encrypted).
-func stampTablespace(path string) (pages, kept int, ok bool, err error) {
+// back only the pages it changed; lay (if not nil) lays out its rows. ok
+// is false when the tablespace is not one dbfork stamps (another checksum
+// format, page size or compression, or encrypted).
+func stampTablespace(path string, lay *rowLayout) (pages, kept int, ok bool, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return 0, 0, false, err
@@ -105,13 +115,16 @@ func stampTablespace(path string) (pages, kept int, ok bool, err error) {
 	if !stampable(first) {
 		return 0, 0, false, nil
 	}
+	if lay != nil && binary.BigEndian.Uint32(first[filPageSpaceID:]) != lay.space {
+		lay = nil // not the tablespace the server described
+	}
 	buf := make([]byte, 64*pageSize)
 	for off := int64(0); ; off += int64(len(buf)) {
 		n, rerr := f.ReadAt(buf, off)
 		n -= n % pageSize
 		run := -1 // first page of the current run of changed pages
 		for p := 0; p <= n/pageSize; p++ {
-			changed := p < n/pageSize && stampPage(buf[p*pageSize:(p+1)*pageSize])
+			changed := p < n/pageSize && stampPage(buf[p*pageSize:(p+1)*pageSize], lay)
 			if changed {
 				pages++
 				if run < 0 {
@@ -163,16 +176,24 @@ func validPage(pg []byte) bool {
 }
 
 // stampPage sets a written, unencrypted, valid full_crc32 page's LSN to
-// stampLSN and recomputes its checksum. It reports whether it changed the
-// page; pages never written (LSN 0), already at or below stampLSN,
-// encrypted or failing their checksum are left as they are.
-func stampPage(pg []byte) bool {
-	lsn := binary.BigEndian.Uint64(pg[filPageLSN:])
-	if lsn <= stampLSN || binary.BigEndian.Uint32(pg[filPageKeyVersion:]) != 0 || !validPage(pg) {
+// stampLSN, resets its transaction ids if lay lays out its rows, and
+// recomputes its checksum. It reports whether it changed the page; pages
+// never written (LSN 0), encrypted or failing their checksum are left as
+// they are.
+func stampPage(pg []byte, lay *rowLayout) bool {
+	be := binary.BigEndian
+	lsn := be.Uint64(pg[filPageLSN:])
+	if lsn == 0 || be.Uint32(pg[filPageKeyVersion:]) != 0 || !validPage(pg) {
 		return false
 	}
-	binary.BigEndian.PutUint64(pg[filPageLSN:], stampLSN)
-	binary.BigEndian.PutUint32(pg[pageSize-8:], stampLSN)
-	binary.BigEndian.PutUint32(pg[pageSize-4:], crc32.Checksum(pg[:pageSize-4], castagnoli))
-	return true
+	changed := lay != nil && resetPageTrx(pg, *lay)
+	if lsn > stampLSN {
+		be.PutUint64(pg[filPageLSN:], stampLSN)
+		be.PutUint32(pg[pageSize-8:], stampLSN)
+		changed = true
+	}
+	if changed {
+		be.PutUint32(pg[pageSize-4:], crc32.Checksum(pg[:pageSize-4], castagnoli))
+	}
+	return changed
 }

@@ -30,13 +30,13 @@ func TestStampPage(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	pg := fcrc32Page(rng, 987654321)
 	body := bytes.Clone(pg[24 : pageSize-8])
-	if !stampPage(pg) || binary.BigEndian.Uint64(pg[filPageLSN:]) != stampLSN || !validPage(pg) {
+	if !stampPage(pg, nil) || binary.BigEndian.Uint64(pg[filPageLSN:]) != stampLSN || !validPage(pg) {
 		t.Fatal("a valid page was not stamped into a valid page")
 	}
 	if !bytes.Equal(body, pg[24:pageSize-8]) {
 		t.Fatal("stamping changed what the page holds")
 	}
-	if stampPage(pg) {
+	if stampPage(pg, nil) {
 		t.Fatal("a stamped page was stamped again")
 	}
 	bad := fcrc32Page(rng, 987654321)
@@ -46,7 +46,7 @@ func TestStampPage(t *testing.T) {
 	binary.BigEndian.PutUint32(encrypted[pageSize-4:], crc32.Checksum(encrypted[:pageSize-4], castagnoli))
 	for name, p := range map[string][]byte{"never written": fcrc32Page(rng, 0), "bad checksum": bad, "encrypted": encrypted, "below the stamp": fcrc32Page(rng, 100)} {
 		before := bytes.Clone(p)
-		if stampPage(p) || !bytes.Equal(before, p) {
+		if stampPage(p, nil) || !bytes.Equal(before, p) {
 			t.Errorf("%s page was changed", name)
 		}
 	}
@@ -77,7 +77,7 @@ func TestStampTablespace(t *testing.T) {
 	path := filepath.Join(dir, "t.ibd")
 	writeSparse(t, path, file)
 	blocks := allocated(t, path)
-	pages, kept, ok, err := stampTablespace(path)
+	pages, kept, ok, err := stampTablespace(path, nil)
 	if err != nil || !ok || pages != 68 || kept != 2 {
 		t.Fatalf("stamped %d, kept %d, ok %v, err %v; want 68, 2, true", pages, kept, ok, err)
 	}
@@ -100,7 +100,7 @@ func TestStampTablespace(t *testing.T) {
 		if err := os.WriteFile(p, f, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if pages, _, ok, err := stampTablespace(p); err != nil || ok || pages != 0 {
+		if pages, _, ok, err := stampTablespace(p, nil); err != nil || ok || pages != 0 {
 			t.Errorf("%s: stamped %d pages (ok %v, err %v), want it left alone", name, pages, ok, err)
 		}
 		if back, _ := os.ReadFile(p); !bytes.Equal(back, f) {

@@ -20,8 +20,9 @@ import (
 // it, OverlayFS copies it up in milliseconds (holes are skipped), copies
 // and OCI artifacts stay small, and a clone's writes do not wait for the
 // forced checkpoints a 16 MiB log needed every few seconds. Last, every
-// page's LSN is stamped to one fixed value (pagelsn.go), so builds that
-// load the same table the same way give the same bytes.
+// page's LSN is stamped to one fixed value (pagelsn.go) and the rows'
+// transaction ids reset (pagetrx.go), so builds that load a table the
+// same way give the same bytes.
 //
 // spec is the build server's; the sealing server does not listen, runs
 // no setup and logs to seal.log. MySQL, and MariaDB before 10.5 (two log
@@ -40,6 +41,7 @@ func (e *Engine) Seal(ctx context.Context, spec engine.StartSpec) error {
 		}
 		return fmt.Errorf("seal golden (redo log %s): %w", cloneRedoLog, err)
 	}
+	layouts, lerr := e.layoutsOf(ctx, srv)
 	if err := e.Stop(ctx, srv, true); err != nil {
 		_ = e.Stop(context.WithoutCancel(ctx), srv, false) // never leave it running
 		return fmt.Errorf("seal golden: %w", err)
@@ -50,12 +52,26 @@ func (e *Engine) Seal(ctx context.Context, spec engine.StartSpec) error {
 	if _, err := fsutil.PunchZeros(filepath.Join(spec.DataDir, "ib_logfile0"), 4096); err != nil {
 		return fmt.Errorf("seal golden: %w", err)
 	}
-	st, err := stampPageLSNs(spec.DataDir)
+	st, err := stampPages(spec.DataDir, layouts)
 	if err != nil {
 		return fmt.Errorf("seal golden: %w", err)
 	}
-	return appendLine(spec.LogFile, fmt.Sprintf("dbfork: page LSNs stamped: %d pages in %d tablespaces; %d pages and %d tablespaces left as they were",
-		st.Pages, st.Files, st.Kept, st.Skipped))
+	note := fmt.Sprintf("dbfork: pages stamped: %d pages in %d tablespaces (transaction ids reset in %d); %d pages and %d tablespaces left as they were",
+		st.Pages, st.Files, st.Rows, st.Kept, st.Skipped)
+	if lerr != nil {
+		note += "; transaction ids kept: " + lerr.Error()
+	}
+	return appendLine(spec.LogFile, note)
+}
+
+// layoutsOf asks the sealing server for its tables' row layouts.
+func (e *Engine) layoutsOf(ctx context.Context, srv *engine.Server) (map[string]rowLayout, error) {
+	db, err := open(ctx, srv, "root", "")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return rowLayouts(ctx, db)
 }
 
 func appendLine(path, line string) error {
