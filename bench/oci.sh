@@ -141,7 +141,7 @@ EOF
 )
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 range() { printf '%s\n' "$@" | sort -n | awk 'NR==1{lo=$1} {hi=$1} END {print lo "–" hi}'; }
-mib() { awk -v b="$1" 'BEGIN {printf "%.0f MiB", b/1048576}'; }
+mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b/1048576}'; }
 PULL_MED=$(median "${PULLS[@]}"); UP_MED=$(median "${UPS[@]}")
 cat <<EOF
 $WHAT + a 100k-row lookup table; golden $(mib "$DATA"), $LAYERS layers, artifact $(mib "$COMPRESSED") (zstd)
