@@ -158,7 +158,10 @@ func resetPageTrx(pg []byte, l rowLayout) bool {
 		if [trxRollLen]byte(f) == resetTrxRoll {
 			continue
 		}
-		if trx := uint64(be.Uint16(f))<<32 | uint64(be.Uint32(f[2:])); trx == 0 || trx >= l.maxTrx {
+		// After a slow shutdown a record that purge did not reset was
+		// written by an insert (DB_ROLL_PTR's insert flag) of a transaction
+		// below the counter; anything else means the walk misread it.
+		if trx := uint64(be.Uint16(f))<<32 | uint64(be.Uint32(f[2:])); trx == 0 || trx >= l.maxTrx || f[6]&0x80 == 0 {
 			return false
 		}
 	}

@@ -62,6 +62,8 @@ func TestResetPageTrx(t *testing.T) {
 	binary.BigEndian.PutUint16(miscount[pageNRecs:], 3)
 	deleted := leafPage(33, 34)
 	deleted[firstRecord-5] = 0x20
+	updated := leafPage(33, 34)
+	updated[firstRecord+4+6] = 0x0b // DB_ROLL_PTR without the insert flag: history purge would have reset
 	for name, p := range map[string][]byte{
 		"id not below the counter": leafPage(33, 100),
 		"PAGE_N_RECS not matching": miscount,
