@@ -13,7 +13,6 @@ import (
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/golden"
-	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 	"github.com/dbfork/dbfork/internal/testenv"
@@ -33,28 +32,12 @@ func TestPostgresStableTableFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := testenv.Dir(t)
-	open := func(name string) *store.Store {
-		s, err := store.Open(filepath.Join(root, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	one, two := open("one"), open("two")
+	one, two := openStores(t, root)
 	g1 := buildPGTables(t, eng, one, filepath.Join(root, "p1"), false)
 	g2 := buildPGTables(t, eng, two, filepath.Join(root, "p2"), false)
 	g3 := buildPGTables(t, eng, one, filepath.Join(root, "p3"), true)
 
-	in, err := instance.Create(ctx, one, eng, g1, instance.Options{Backend: "copy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = in.Destroy(context.Background(), one) })
-	db, err := sql.Open("pgx", in.State.Conn.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	in, db := copyClone(t, eng, one, g1, "pgx", "")
 	files := map[string]string{} // relation → file, from the clone's catalog
 	for _, rel := range []string{"first", "first_pkey", "second", "second_pkey", "second_k_idx"} {
 		var path string

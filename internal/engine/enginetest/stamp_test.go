@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,14 +36,7 @@ func TestMariaDBStableTableFiles(t *testing.T) {
 		t.Skipf("MariaDB: %v", err) // TestMariaDB fails loudly where CI has it
 	}
 	root := testenv.Dir(t)
-	open := func(name string) *store.Store {
-		s, err := store.Open(filepath.Join(root, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	one, two := open("one"), open("two")
+	one, two := openStores(t, root)
 	g1 := buildTwoTables(t, one, filepath.Join(root, "p1"), false)
 	g2 := buildTwoTables(t, two, filepath.Join(root, "p2"), false)
 	g3 := buildTwoTables(t, one, filepath.Join(root, "p3"), true)
@@ -71,16 +63,7 @@ func TestMariaDBStableTableFiles(t *testing.T) {
 		}
 	}
 
-	in, err := instance.Create(ctx, one, eng, g1, instance.Options{Backend: "copy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = in.Destroy(context.Background(), one) })
-	db, err := sql.Open("mysql", in.State.Conn.Env["MYSQL_GO_DSN"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	in, db := copyClone(t, eng, one, g1, "mysql", "MYSQL_GO_DSN")
 	checkTables(t, db)
 	snapshotSeesOldRows(t, db)
 	writeAndCount(t, db)
@@ -230,28 +213,8 @@ func writeAndCount(t *testing.T, db *sql.DB) {
 func crashAndRecover(t *testing.T, eng engine.Engine, s *store.Store, g *golden.Golden, dir string) {
 	t.Helper()
 	ctx := context.Background()
-	data, sock := filepath.Join(dir, "data"), filepath.Join(dir, "sock")
-	if err := os.MkdirAll(sock, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("cp", "-a", g.DataDir(), data).CombinedOutput(); err != nil {
-		t.Fatalf("copy the golden: %v: %s", err, out)
-	}
-	for _, p := range []string{dir, sock} {
-		if err := s.User.Chown(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := filepath.WalkDir(data, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, s.User.UID, s.User.GID)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	spec := engine.StartSpec{DataDir: data, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"), RunDir: dir,
-		Profile: engine.ProfileSafe, User: s.User, Database: "shop", Owner: "app"}
+	spec := copyGolden(t, s, g, dir)
+	spec.Profile, spec.Database, spec.Owner = engine.ProfileSafe, "shop", "app"
 	srv, err := eng.Start(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -293,4 +256,40 @@ func rootDB(t *testing.T, eng engine.Engine, srv *engine.Server) *sql.DB {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// openStores opens two empty stores under root.
+func openStores(t *testing.T, root string) (*store.Store, *store.Store) {
+	t.Helper()
+	var out [2]*store.Store
+	for i, name := range []string{"one", "two"} {
+		s, err := store.Open(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = s
+	}
+	return out[0], out[1]
+}
+
+// copyClone makes a copy-backend instance of g and connects to it with
+// driver through the DSN its connection description (URL, or env[dsnEnv]
+// when set) gives.
+func copyClone(t *testing.T, eng engine.Engine, s *store.Store, g *golden.Golden, driver, dsnEnv string) (*instance.Instance, *sql.DB) {
+	t.Helper()
+	in, err := instance.Create(context.Background(), s, eng, g, instance.Options{Backend: "copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Destroy(context.Background(), s) })
+	dsn := in.State.Conn.URL
+	if dsnEnv != "" {
+		dsn = in.State.Conn.Env[dsnEnv]
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return in, db
 }
