@@ -66,7 +66,15 @@ func TestPostgresStableTableFiles(t *testing.T) {
 	if err := in.Destroy(ctx, one); err != nil {
 		t.Fatal(err)
 	}
-	crashAndRecoverPG(t, eng, one, g1, filepath.Join(root, "crash"))
+	crashAndRecover(t, eng, one, g1, filepath.Join(root, "crash"), crashDrill{
+		open: func(t *testing.T, srv *engine.Server) *sql.DB {
+			db, err := sql.Open("pgx", eng.Conn(srv).URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return db
+		},
+		write: writePG, recovery: "redo", check: amcheck})
 }
 
 // buildPGTables creates tables first and second, then loads first
@@ -136,53 +144,6 @@ func writePG(t *testing.T, db *sql.DB) {
 	}
 	if err := db.QueryRow("SELECT count(*) FROM second WHERE k = 1 OR id > 0").Scan(&total); err != nil || total != 24000 {
 		t.Fatalf("second holds %d rows (%v), want 24000", total, err)
-	}
-}
-
-// crashAndRecoverPG starts a durable server on a copy of the golden,
-// writes, stops it the immediate way (no checkpoint) and starts it again:
-// recovery replays the writes onto the stamped pages.
-func crashAndRecoverPG(t *testing.T, eng engine.Engine, s *store.Store, g *golden.Golden, dir string) {
-	t.Helper()
-	ctx := context.Background()
-	spec := copyGolden(t, s, g, dir)
-	spec.Profile, spec.Database, spec.Owner, spec.Listen = engine.ProfileSafe, "shop", "app", false
-	srv, err := eng.Start(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !srv.Exited() {
-			_ = eng.Stop(context.Background(), srv, false)
-		}
-	})
-	db, err := sql.Open("pgx", eng.Conn(srv).URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writePG(t, db)
-	db.Close()
-	if err := eng.Stop(ctx, srv, false); err != nil { // immediate: no shutdown checkpoint
-		t.Fatal(err)
-	}
-	if srv, err = eng.Start(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	if log, _ := os.ReadFile(spec.LogFile); !strings.Contains(string(log), "redo") {
-		t.Fatalf("the second start did not replay WAL:\n%s", engine.Tail(string(log), 20))
-	}
-	db, err = sql.Open("pgx", eng.Conn(srv).URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	amcheck(t, db)
-	var moved int
-	if err := db.QueryRow("SELECT count(*) FROM first WHERE k >= 100000").Scan(&moved); err != nil || moved != 10000 {
-		t.Fatalf("after recovery, first has %d moved rows (%v), want 10000", moved, err)
-	}
-	if err := eng.Stop(ctx, srv, true); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -72,7 +72,9 @@ func TestMariaDBStableTableFiles(t *testing.T) {
 	if err := in.Destroy(ctx, one); err != nil {
 		t.Fatal(err)
 	}
-	crashAndRecover(t, eng, one, g1, filepath.Join(root, "crash"))
+	crashAndRecover(t, eng, one, g1, filepath.Join(root, "crash"), crashDrill{
+		open:  func(t *testing.T, srv *engine.Server) *sql.DB { return rootDB(t, eng, srv) },
+		write: writeAndCount, recovery: "crash recovery", check: checkTables})
 }
 
 // buildTwoTables loads table first (30,000 rows; extra: one more, in an
@@ -207,10 +209,21 @@ func writeAndCount(t *testing.T, db *sql.DB) {
 	}
 }
 
+// crashDrill says how one engine's crash test goes: how to connect to a
+// server, what to write, what its log says when it recovers, and what to
+// check afterwards.
+type crashDrill struct {
+	open     func(t *testing.T, srv *engine.Server) *sql.DB
+	write    func(t *testing.T, db *sql.DB)
+	recovery string // in the server log of a start that recovered
+	check    func(t *testing.T, db *sql.DB)
+}
+
 // crashAndRecover starts a durable server on a copy of the golden, writes,
-// kills it and starts it again: crash recovery replays the writes onto the
-// stamped pages.
-func crashAndRecover(t *testing.T, eng engine.Engine, s *store.Store, g *golden.Golden, dir string) {
+// stops it without a checkpoint (MariaDB: SIGKILL; PostgreSQL: immediate
+// shutdown) and starts it again: recovery replays the writes onto the
+// stamped pages, and first keeps the rows the writes moved.
+func crashAndRecover(t *testing.T, eng engine.Engine, s *store.Store, g *golden.Golden, dir string, d crashDrill) {
 	t.Helper()
 	ctx := context.Background()
 	spec := copyGolden(t, s, g, dir)
@@ -224,21 +237,21 @@ func crashAndRecover(t *testing.T, eng engine.Engine, s *store.Store, g *golden.
 			_ = eng.Stop(context.Background(), srv, false)
 		}
 	})
-	db := rootDB(t, eng, srv)
-	writeAndCount(t, db)
+	db := d.open(t, srv)
+	d.write(t, db)
 	db.Close()
-	if err := eng.Stop(ctx, srv, false); err != nil { // SIGKILL
+	if err := eng.Stop(ctx, srv, false); err != nil {
 		t.Fatal(err)
 	}
 	if srv, err = eng.Start(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	if log, _ := os.ReadFile(spec.LogFile); !strings.Contains(string(log), "crash recovery") {
-		t.Fatalf("the second start did not recover:\n%s", engine.Tail(string(log), 20))
+	if log, _ := os.ReadFile(spec.LogFile); !strings.Contains(string(log), d.recovery) {
+		t.Fatalf("the second start did not recover (no %q in its log):\n%s", d.recovery, engine.Tail(string(log), 20))
 	}
-	db = rootDB(t, eng, srv)
+	db = d.open(t, srv)
 	defer db.Close()
-	checkTables(t, db)
+	d.check(t, db)
 	var moved int
 	if err := db.QueryRow("SELECT COUNT(*) FROM first WHERE k >= 100000").Scan(&moved); err != nil || moved != 10000 {
 		t.Fatalf("after recovery, first has %d moved rows (%v), want 10000", moved, err)
@@ -248,7 +261,7 @@ func crashAndRecover(t *testing.T, eng engine.Engine, s *store.Store, g *golden.
 	}
 }
 
-// rootDB connects as root over the server's socket.
+// rootDB connects to a MariaDB server as root over its socket.
 func rootDB(t *testing.T, eng engine.Engine, srv *engine.Server) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("mysql", "root@unix("+eng.Conn(srv).Env["MYSQL_UNIX_PORT"]+")/shop")
