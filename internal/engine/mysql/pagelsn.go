@@ -35,7 +35,8 @@ const (
 	stampLSN = 12288
 
 	filPageLSN        = 16 // FIL_PAGE_LSN: 8 bytes
-	filPageKeyVersion = 26 // full_crc32: nonzero on an encrypted page
+	filPageKeyVersion = 0  // full_crc32 (FIL_PAGE_FCRC32_KEY_VERSION): nonzero on an encrypted page
+	pageTypeRtree     = 17854
 	fspSpaceFlags     = 38 + 16
 	// fcrc32Flags16K: the full_crc32 marker, 16 KiB pages, no page
 	// compression — the format MariaDB 10.5+ creates by default.
@@ -76,10 +77,9 @@ func stampPages(dataDir string, layouts map[string]rowLayout) (StampStats, error
 		if rel, err := filepath.Rel(dataDir, path); err == nil {
 			if l, found := layouts[rel]; found {
 				lay = &l
-				st.Rows++
 			}
 		}
-		pages, kept, ok, err := stampTablespace(path, lay)
+		pages, kept, ok, err := stampTablespace(path, &lay)
 		if err != nil {
 			return fmt.Errorf("stamp page LSNs of %s: %w", path, err)
 		}
@@ -88,6 +88,9 @@ func stampPages(dataDir string, layouts map[string]rowLayout) (StampStats, error
 			return nil
 		}
 		st.Files++
+		if lay != nil {
+			st.Rows++
+		}
 		st.Pages += pages
 		st.Kept += kept
 		return nil
@@ -96,10 +99,11 @@ func stampPages(dataDir string, layouts map[string]rowLayout) (StampStats, error
 }
 
 // stampTablespace stamps one .ibd file in place, 1 MiB at a time, writing
-// back only the pages it changed; lay (if not nil) lays out its rows. ok
-// is false when the tablespace is not one dbfork stamps (another checksum
-// format, page size or compression, or encrypted).
-func stampTablespace(path string, lay *rowLayout) (pages, kept int, ok bool, err error) {
+// back only the pages it changed; *lay (if not nil) lays out its rows,
+// and is set to nil if page 0 shows another tablespace. ok is false when
+// the tablespace is not one dbfork stamps (another checksum format, page
+// size or compression, or encrypted).
+func stampTablespace(path string, layp **rowLayout) (pages, kept int, ok bool, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return 0, 0, false, err
@@ -115,12 +119,16 @@ func stampTablespace(path string, lay *rowLayout) (pages, kept int, ok bool, err
 	if !stampable(first) {
 		return 0, 0, false, nil
 	}
-	if lay != nil && binary.BigEndian.Uint32(first[filPageSpaceID:]) != lay.space {
-		lay = nil // not the tablespace the server described
+	if *layp != nil && binary.BigEndian.Uint32(first[filPageSpaceID:]) != (*layp).space {
+		*layp = nil // not the tablespace the server described
 	}
+	lay := *layp
 	buf := make([]byte, 64*pageSize)
 	for off := int64(0); ; off += int64(len(buf)) {
 		n, rerr := f.ReadAt(buf, off)
+		if rerr != nil && rerr != io.EOF {
+			return pages, kept, true, rerr
+		}
 		n -= n % pageSize
 		run := -1 // first page of the current run of changed pages
 		for p := 0; p <= n/pageSize; p++ {
@@ -144,9 +152,6 @@ func stampTablespace(path string, lay *rowLayout) (pages, kept int, ok bool, err
 		}
 		if rerr == io.EOF || n < len(buf) {
 			break
-		}
-		if rerr != nil {
-			return pages, kept, true, rerr
 		}
 	}
 	return pages, kept, true, f.Close()
@@ -178,12 +183,13 @@ func validPage(pg []byte) bool {
 // stampPage sets a written, unencrypted, valid full_crc32 page's LSN to
 // stampLSN, resets its transaction ids if lay lays out its rows, and
 // recomputes its checksum. It reports whether it changed the page; pages
-// never written (LSN 0), encrypted or failing their checksum are left as
-// they are.
+// never written (LSN 0), encrypted, of an R-tree (spatial index: left to
+// its own split bookkeeping) or failing their checksum are left as they
+// are.
 func stampPage(pg []byte, lay *rowLayout) bool {
 	be := binary.BigEndian
 	lsn := be.Uint64(pg[filPageLSN:])
-	if lsn == 0 || be.Uint32(pg[filPageKeyVersion:]) != 0 || !validPage(pg) {
+	if lsn == 0 || be.Uint32(pg[filPageKeyVersion:]) != 0 || be.Uint16(pg[filPageType:]) == pageTypeRtree || !validPage(pg) {
 		return false
 	}
 	changed := lay != nil && resetPageTrx(pg, *lay)

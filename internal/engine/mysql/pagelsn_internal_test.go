@@ -20,6 +20,7 @@ func fcrc32Page(rng *rand.Rand, lsn uint64) []byte {
 	}
 	rng.Read(pg)
 	binary.BigEndian.PutUint32(pg[filPageKeyVersion:], 0)
+	binary.BigEndian.PutUint16(pg[filPageType:], pageTypeIndex)
 	binary.BigEndian.PutUint64(pg[filPageLSN:], lsn)
 	binary.BigEndian.PutUint32(pg[pageSize-8:], uint32(lsn))
 	binary.BigEndian.PutUint32(pg[pageSize-4:], crc32.Checksum(pg[:pageSize-4], castagnoli))
@@ -42,9 +43,12 @@ func TestStampPage(t *testing.T) {
 	bad := fcrc32Page(rng, 987654321)
 	bad[100] ^= 1
 	encrypted := fcrc32Page(rng, 987654321)
-	binary.BigEndian.PutUint32(encrypted[filPageKeyVersion:], 7)
+	binary.BigEndian.PutUint32(encrypted[0:], 7) // FIL_PAGE_FCRC32_KEY_VERSION
 	binary.BigEndian.PutUint32(encrypted[pageSize-4:], crc32.Checksum(encrypted[:pageSize-4], castagnoli))
-	for name, p := range map[string][]byte{"never written": fcrc32Page(rng, 0), "bad checksum": bad, "encrypted": encrypted, "below the stamp": fcrc32Page(rng, 100)} {
+	rtree := fcrc32Page(rng, 987654321)
+	binary.BigEndian.PutUint16(rtree[filPageType:], pageTypeRtree)
+	binary.BigEndian.PutUint32(rtree[pageSize-4:], crc32.Checksum(rtree[:pageSize-4], castagnoli))
+	for name, p := range map[string][]byte{"never written": fcrc32Page(rng, 0), "bad checksum": bad, "encrypted": encrypted, "R-tree": rtree, "below the stamp": fcrc32Page(rng, 100)} {
 		before := bytes.Clone(p)
 		if stampPage(p, nil) || !bytes.Equal(before, p) {
 			t.Errorf("%s page was changed", name)
@@ -77,7 +81,7 @@ func TestStampTablespace(t *testing.T) {
 	path := filepath.Join(dir, "t.ibd")
 	writeSparse(t, path, file)
 	blocks := allocated(t, path)
-	pages, kept, ok, err := stampTablespace(path, nil)
+	pages, kept, ok, err := stampTablespace(path, new(*rowLayout))
 	if err != nil || !ok || pages != 68 || kept != 2 {
 		t.Fatalf("stamped %d, kept %d, ok %v, err %v; want 68, 2, true", pages, kept, ok, err)
 	}
@@ -100,7 +104,7 @@ func TestStampTablespace(t *testing.T) {
 		if err := os.WriteFile(p, f, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if pages, _, ok, err := stampTablespace(p, nil); err != nil || ok || pages != 0 {
+		if pages, _, ok, err := stampTablespace(p, new(*rowLayout)); err != nil || ok || pages != 0 {
 			t.Errorf("%s: stamped %d pages (ok %v, err %v), want it left alone", name, pages, ok, err)
 		}
 		if back, _ := os.ReadFile(p); !bytes.Equal(back, f) {

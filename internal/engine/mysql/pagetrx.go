@@ -66,12 +66,36 @@ var fixedKeyTypes = map[int]bool{3: true, 6: true, 9: true, 10: true}
 // file-per-table table whose ids can be reset, keyed by data-dir-relative
 // .ibd path.
 func rowLayouts(ctx context.Context, db *sql.DB) (map[string]rowLayout, error) {
+	// A transaction still open — an XA transaction PREPAREd by the
+	// recipe survives the slow shutdown — owns rows that must stay
+	// invisible and locked: its ids cannot be reset.
+	var open int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX").Scan(&open); err != nil {
+		return nil, fmt.Errorf("read open transactions: %w", err)
+	}
+	if open == 0 {
+		rows, err := db.QueryContext(ctx, "XA RECOVER")
+		if err != nil {
+			return nil, fmt.Errorf("read prepared XA transactions: %w", err)
+		}
+		for rows.Next() {
+			open++
+		}
+		rows.Close()
+	}
+	if open > 0 {
+		return nil, fmt.Errorf("%d transactions still open (prepared XA?)", open)
+	}
 	maxTrx, err := nextTrxID(ctx, db)
 	if err != nil {
 		return nil, err
 	}
+	prefixed, err := prefixKeys(ctx, db)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := db.QueryContext(ctx, `
-SELECT t.NAME, t.SPACE, i.INDEX_ID, c.MTYPE, c.LEN
+SELECT t.NAME, t.SPACE, i.INDEX_ID, i.NAME, c.MTYPE, c.LEN
 FROM information_schema.INNODB_SYS_TABLES t
 JOIN information_schema.INNODB_SYS_INDEXES i ON i.TABLE_ID = t.TABLE_ID AND i.TYPE & 1 = 1
 JOIN information_schema.INNODB_SYS_FIELDS f ON f.INDEX_ID = i.INDEX_ID
@@ -85,15 +109,20 @@ ORDER BY t.NAME, f.POS`)
 	out := map[string]rowLayout{}
 	unfit := map[string]bool{}
 	for rows.Next() {
-		var name string
+		var name, idxName string
 		var space uint32
 		var index uint64
 		var mtype, length int
-		if err := rows.Scan(&name, &space, &index, &mtype, &length); err != nil {
-			return nil, err
+		if err := rows.Scan(&name, &space, &index, &idxName, &mtype, &length); err != nil {
+			return nil, fmt.Errorf("read clustered index layouts: %w", err)
 		}
 		path := filepath.FromSlash(name) + ".ibd"
-		if !fixedKeyTypes[mtype] || length <= 0 {
+		// A key column indexed by a prefix is stored as the prefix: its
+		// length in the record is not the column's. Table names that
+		// information_schema spells otherwise (encoded characters) are
+		// taken on trust only for types that cannot have a prefix.
+		plain := plainName.MatchString(name)
+		if !fixedKeyTypes[mtype] || length <= 0 || prefixed[name+"/"+idxName] || (mtype == 3 && !plain) {
 			unfit[path] = true
 		}
 		l := out[path]
@@ -102,7 +131,7 @@ ORDER BY t.NAME, f.POS`)
 		out[path] = l
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read clustered index layouts: %w", err)
 	}
 	for p := range unfit {
 		delete(out, p)
@@ -110,7 +139,29 @@ ORDER BY t.NAME, f.POS`)
 	return out, nil
 }
 
-var trxCounter = regexp.MustCompile(`(?m)^Trx id counter (\d+)`)
+var (
+	trxCounter = regexp.MustCompile(`(?m)^Trx id counter (\d+)`)
+	plainName  = regexp.MustCompile(`^[A-Za-z0-9_]+/[A-Za-z0-9_]+$`)
+)
+
+// prefixKeys names the indexes ("db/table/index") with a column indexed by
+// a prefix.
+func prefixKeys(ctx context.Context, db *sql.DB) (map[string]bool, error) {
+	rows, err := db.QueryContext(ctx, "SELECT DISTINCT CONCAT(TABLE_SCHEMA, '/', TABLE_NAME, '/', INDEX_NAME) FROM information_schema.STATISTICS WHERE SUB_PART IS NOT NULL")
+	if err != nil {
+		return nil, fmt.Errorf("read prefix indexes: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("read prefix indexes: %w", err)
+		}
+		out[k] = true
+	}
+	return out, rows.Err()
+}
 
 // nextTrxID reads the transaction id InnoDB hands out next.
 func nextTrxID(ctx context.Context, db *sql.DB) (uint64, error) {
@@ -122,7 +173,11 @@ func nextTrxID(ctx context.Context, db *sql.DB) (uint64, error) {
 	if m == nil {
 		return 0, fmt.Errorf("InnoDB status names no transaction id counter")
 	}
-	return strconv.ParseUint(m[1], 10, 64)
+	n, err := strconv.ParseUint(m[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read transaction id counter: %w", err)
+	}
+	return n, nil
 }
 
 // resetPageTrx resets the transaction ids of one valid page of a table
