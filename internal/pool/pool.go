@@ -76,7 +76,7 @@ type Factory[T any] struct {
 	// new item either.
 	Recycle func(ctx context.Context, item T) (T, error)
 	// Recyclable, if set, says whether Recycle can work on a released
-	// item (asked under the pool's lock: it must not block). Items it
+	// item (asked under the pool's lock: it must be quick, a stat at most). Items it
 	// rejects are destroyed in the background while a replacement is
 	// created, as without Recycle: one waiting on the other would put
 	// the destroy on the replacement's path.

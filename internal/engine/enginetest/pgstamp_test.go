@@ -27,10 +27,27 @@ import (
 func TestPostgresStableTableFiles(t *testing.T) {
 	testenv.RequireRoot(t)
 	ctx := context.Background()
-	eng, err := postgres.New(ctx, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Run("system", func(t *testing.T) {
+		eng, err := postgres.New(ctx, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stableTableFiles(t, eng, false)
+	})
+	// PostgreSQL 18 turns data checksums on by default: every stamped
+	// page's checksum is recomputed, and the server checks each page it
+	// reads.
+	t.Run("18", func(t *testing.T) {
+		eng, err := fetched(t, engineCache(t), "postgres", "18")(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stableTableFiles(t, eng, true)
+	})
+}
+
+func stableTableFiles(t *testing.T, eng engine.Engine, checksums bool) {
+	ctx := context.Background()
 	root := testenv.Dir(t)
 	one, two := openStores(t, root)
 	g1 := buildPGTables(t, eng, one, filepath.Join(root, "p1"), false)
@@ -54,6 +71,10 @@ func TestPostgresStableTableFiles(t *testing.T) {
 		if wantChanged := strings.HasPrefix(rel, "first"); changed != wantChanged {
 			t.Errorf("%s (%s) after one more row in first: changed %v, want %v", rel, f, changed, wantChanged)
 		}
+	}
+	var on string
+	if err := db.QueryRowContext(ctx, "SHOW data_checksums").Scan(&on); err != nil || (on == "on") != checksums {
+		t.Fatalf("data_checksums = %q (%v), want on: %v", on, err, checksums)
 	}
 	var xmin string
 	if err := db.QueryRowContext(ctx, "SELECT string_agg(DISTINCT xmin::text, ',') FROM second").Scan(&xmin); err != nil || xmin != "2" {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,7 +49,18 @@ const (
 	frozenXID       = 2
 	xminFrozen      = 0x0300 // HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID
 	lpNormal        = 1
-	btreeMaxCycleID = 0xFF7F // B-tree's last special field; other index AMs use 0xFF80 and up
+	btreeMaxCycleID = 0xFF7F   // B-tree's last special field; other index AMs use 0xFF80 and up
+	btreeMagic      = 0x053162 // first word of a B-tree's metapage (block 0) contents
+)
+
+// relKind is what a relation file holds, as far as stamping goes.
+type relKind int
+
+const (
+	kindSkip  relKind = iota // not a file stamping understands
+	kindHeap                 // a table: heap pages, tuples to freeze
+	kindBtree                // a B-tree index (its block 0 is a B-tree metapage)
+	kindMap                  // a visibility map or free space map fork
 )
 
 // relFile names a relation's segment files: RELFILENODE[_FORK][.SEGMENT].
@@ -60,8 +72,8 @@ type stampStats struct{ Pages, Tuples, Kept int }
 // cleanly shut down data dir whose last checkpoint is at checkpointLSN.
 func stampRelations(dataDir string, checkpointLSN uint64) (stampStats, error) {
 	var st stampStats
-	if checkpointLSN <= stampLSN {
-		return st, nil
+	if checkpointLSN <= stampLSN || binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		return st, nil // no position to stamp below; big-endian layouts not handled
 	}
 	for _, top := range []string{"base", "global"} {
 		err := filepath.WalkDir(filepath.Join(dataDir, top), func(path string, d fs.DirEntry, err error) error {
@@ -79,8 +91,19 @@ func stampRelations(dataDir string, checkpointLSN uint64) (stampStats, error) {
 			if m[4] != "" {
 				seg, _ = strconv.Atoi(m[4])
 			}
-			heap := m[2] == "" // the main fork: a table's heap or an index
-			return stampRelationFile(path, uint32(seg*relSegSize), heap, checkpointLSN, &st)
+			kind := kindMap
+			if m[2] == "" || m[2] == "init" {
+				// Segment 0's block 0 says what the relation is.
+				first := path
+				if m[3] != "" {
+					first = filepath.Join(filepath.Dir(path), strings.TrimSuffix(d.Name(), m[3]))
+				}
+				kind = classify(first)
+			}
+			if kind == kindSkip {
+				return nil
+			}
+			return stampRelationFile(path, uint32(seg*relSegSize), kind, checkpointLSN, &st)
 		})
 		if err != nil {
 			return st, fmt.Errorf("stamp pages: %w", err)
@@ -92,7 +115,7 @@ func stampRelations(dataDir string, checkpointLSN uint64) (stampStats, error) {
 // stampRelationFile stamps one segment file in place, 1 MiB at a time,
 // writing back only the pages it changed; firstBlock is the block number
 // of its first page (checksums include it).
-func stampRelationFile(path string, firstBlock uint32, mainFork bool, checkpointLSN uint64, st *stampStats) error {
+func stampRelationFile(path string, firstBlock uint32, kind relKind, checkpointLSN uint64, st *stampStats) error {
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
@@ -101,6 +124,9 @@ func stampRelationFile(path string, firstBlock uint32, mainFork bool, checkpoint
 	buf := make([]byte, 128*blockSize)
 	for off := int64(0); ; off += int64(len(buf)) {
 		n, rerr := f.ReadAt(buf, off)
+		if rerr != nil && rerr != io.EOF {
+			return rerr
+		}
 		n -= n % blockSize
 		run := -1
 		for p := 0; p <= n/blockSize; p++ {
@@ -108,7 +134,7 @@ func stampRelationFile(path string, firstBlock uint32, mainFork bool, checkpoint
 			if p < n/blockSize {
 				blk := firstBlock + uint32(off/blockSize) + uint32(p)
 				var tuples int
-				changed, tuples = stampPGPage(buf[p*blockSize:(p+1)*blockSize], blk, mainFork, checkpointLSN)
+				changed, tuples = stampPGPage(buf[p*blockSize:(p+1)*blockSize], blk, kind, checkpointLSN)
 				if changed {
 					st.Pages++
 					st.Tuples += tuples
@@ -132,27 +158,27 @@ func stampRelationFile(path string, firstBlock uint32, mainFork bool, checkpoint
 		if rerr == io.EOF || n < len(buf) {
 			break
 		}
-		if rerr != nil {
-			return rerr
-		}
 	}
 	return f.Close()
 }
 
-// stampPGPage stamps one page if it is a page this code understands: a
-// heap page (of the main fork, no special space), a visibility-map or
-// free-space-map page, or a B-tree page, whose header adds up and whose
+// stampPGPage stamps one page of a relation file of kind if it is a page
+// this code understands: a heap, visibility-map or free-space-map page
+// (no special space) or a B-tree page, whose header adds up and whose
 // checksum (if any) verifies. It returns whether it changed the page and
 // how many tuples' xmin it set.
-func stampPGPage(pg []byte, blk uint32, mainFork bool, checkpointLSN uint64) (bool, int) {
+func stampPGPage(pg []byte, blk uint32, kind relKind, checkpointLSN uint64) (bool, int) {
 	le := binary.NativeEndian
 	lower, upper, special := int(le.Uint16(pg[pdLower:])), int(le.Uint16(pg[pdUpper:])), int(le.Uint16(pg[pdSpecial:]))
 	if upper == 0 || int(le.Uint16(pg[pdPagesizeVers:]))&0xFF00 != blockSize || lower < pageHeaderSize || lower > upper || upper > special || special > blockSize {
 		return false, 0 // new (all zero) or not a page we know
 	}
-	btree := blockSize-special == 16 && le.Uint16(pg[blockSize-2:]) <= btreeMaxCycleID
-	if special != blockSize && !btree {
-		return false, 0 // GiST, GIN, hash, SP-GiST, BRIN, sequences
+	if kind == kindBtree {
+		if blockSize-special != 16 || le.Uint16(pg[blockSize-2:]) > btreeMaxCycleID {
+			return false, 0
+		}
+	} else if special != blockSize {
+		return false, 0
 	}
 	sum := le.Uint16(pg[pdChecksum:])
 	if sum != 0 && sum != pageChecksum(pg, blk) {
@@ -169,7 +195,7 @@ func stampPGPage(pg []byte, blk uint32, mainFork bool, checkpointLSN uint64) (bo
 		changed = true
 	}
 	tuples := 0
-	if mainFork && special == blockSize {
+	if kind == kindHeap {
 		tuples = freezeXmins(pg, lower, upper)
 		changed = changed || tuples > 0
 	}
@@ -252,4 +278,30 @@ var checksumBaseOffsets = [32]uint32{
 	0x92BEC979, 0xCCA6C0B2, 0x304A0979, 0x85AA43D4,
 	0x783125BB, 0x6CA8EAA2, 0xE407EAC6, 0x4B5CFC3E,
 	0x9FBF8C76, 0x15CA20BE, 0xF2CA9FD3, 0x959BD756,
+}
+
+// classify reads block 0 of a relation's first segment: a page without
+// special space is a table's (heap), a B-tree metapage a B-tree's; any
+// other index type, a sequence or an unreadable file is skipped.
+func classify(path string) relKind {
+	f, err := os.Open(path)
+	if err != nil {
+		return kindSkip
+	}
+	defer f.Close()
+	pg := make([]byte, blockSize)
+	if _, err := io.ReadFull(f, pg); err != nil {
+		return kindSkip
+	}
+	le := binary.NativeEndian
+	upper, special := le.Uint16(pg[pdUpper:]), int(le.Uint16(pg[pdSpecial:]))
+	switch {
+	case upper == 0:
+		return kindSkip
+	case special == blockSize:
+		return kindHeap
+	case blockSize-special == 16 && le.Uint32(pg[pageHeaderSize:]) == btreeMagic:
+		return kindBtree
+	}
+	return kindSkip
 }

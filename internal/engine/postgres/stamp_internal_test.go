@@ -3,6 +3,8 @@ package postgres
 import (
 	"bytes"
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -61,7 +63,7 @@ func TestStampPGPage(t *testing.T) {
 	const ck = 50 << 20
 	pg := heapPage(30<<20, []uint32{731, 732, 733}, []bool{true, false, true})
 	binary.NativeEndian.PutUint16(pg[pdChecksum:], pageChecksum(pg, 9))
-	changed, tuples := stampPGPage(pg, 9, true, ck)
+	changed, tuples := stampPGPage(pg, 9, kindHeap, ck)
 	if !changed || tuples != 2 {
 		t.Fatalf("stamped %v, %d tuples frozen; want true, 2", changed, tuples)
 	}
@@ -76,7 +78,7 @@ func TestStampPGPage(t *testing.T) {
 	if ne.Uint16(pg[pdChecksum:]) != pageChecksum(pg, 9) {
 		t.Fatal("checksum not recomputed")
 	}
-	if changed, _ := stampPGPage(pg, 9, true, ck); changed {
+	if changed, _ := stampPGPage(pg, 9, kindHeap, ck); changed {
 		t.Fatal("a stamped page changed again")
 	}
 
@@ -91,14 +93,52 @@ func TestStampPGPage(t *testing.T) {
 	notHeap[blockSize-32+22] = 3 // no heap tuple header
 	for name, p := range map[string][]byte{"checksum not matching": wrongSum, "GiST": gist, "new": make([]byte, blockSize), "past the checkpoint": future} {
 		before := bytes.Clone(p)
-		if changed, _ := stampPGPage(p, 9, true, ck); changed || !bytes.Equal(before, p) {
+		if changed, _ := stampPGPage(p, 9, kindHeap, ck); changed || !bytes.Equal(before, p) {
 			t.Errorf("%s page changed", name)
 		}
 	}
 	// A page whose items are not heap tuples keeps them; its LSN is stamped.
-	if changed, tuples := stampPGPage(notHeap, 9, true, ck); !changed || tuples != 0 || ne.Uint32(notHeap[blockSize-32:]) != 731 {
+	if changed, tuples := stampPGPage(notHeap, 9, kindHeap, ck); !changed || tuples != 0 || ne.Uint32(notHeap[blockSize-32:]) != 731 {
 		t.Errorf("non-heap items: changed %v, %d tuples frozen, xmin %d", changed, tuples, ne.Uint32(notHeap[blockSize-32:]))
 	}
 }
 
 var pinnedChecksums = [3]uint16{44737, 44738, 44739}
+
+// classify tells tables from B-trees by block 0 and skips the rest.
+func TestClassify(t *testing.T) {
+	ne := binary.NativeEndian
+	withSpecial := func(size int, magic uint32) []byte {
+		pg := heapPage(30<<20, nil, nil)
+		ne.PutUint16(pg[pdSpecial:], uint16(blockSize-size))
+		ne.PutUint16(pg[pdUpper:], uint16(blockSize-size))
+		ne.PutUint32(pg[pageHeaderSize:], magic)
+		return pg
+	}
+	dir := t.TempDir()
+	for name, c := range map[string]struct {
+		data []byte
+		want relKind
+	}{
+		"heap":       {heapPage(30<<20, []uint32{5}, []bool{true}), kindHeap},
+		"btree meta": {withSpecial(16, btreeMagic), kindBtree},
+		"gist root":  {withSpecial(16, 0), kindSkip},
+		"gin meta":   {withSpecial(8, 0), kindSkip},
+		"new page":   {make([]byte, blockSize), kindSkip},
+		"short":      {make([]byte, 100), kindSkip},
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, c.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := classify(path); got != c.want {
+			t.Errorf("%s: classified %d, want %d", name, got, c.want)
+		}
+	}
+	// A GiST page in a B-tree file is still refused page by page.
+	gist := withSpecial(16, 0)
+	ne.PutUint16(gist[blockSize-2:], 0xFF81)
+	if changed, _ := stampPGPage(gist, 3, kindBtree, 50<<20); changed {
+		t.Error("a page with GiST's page id was stamped as a B-tree page")
+	}
+}
