@@ -13,6 +13,9 @@
 #   sudo bench/oci.sh [PGBENCH_SCALE] [PULL_RUNS]
 #   sudo ENGINE=mariadb bench/oci.sh [SYSBENCH_ROWS_PER_TABLE] [PULL_RUNS]   (7 sysbench tables)
 #   sudo ENGINE=mariadb DATASET=sql bench/oci.sh [ROWS_PER_TABLE] [PULL_RUNS]
+#   sudo DATASET=sql bench/oci.sh [ROWS_PER_TABLE] [PULL_RUNS]   (the same
+#     tables for PostgreSQL, created first and loaded afterwards, so every
+#     page is WAL-logged)
 #     (7 sysbench-shaped tables from SQL with values derived from the row
 #     number, so a rebuild loads the same rows: what a one-table change
 #     re-sends is then down to InnoDB, not to sysbench's random strings)
@@ -90,11 +93,30 @@ run = "pgbench -i -q -s $SCALE"
 [[load]]
 sql = "lookup.sql"
 EOF
+  WHAT="pgbench scale $SCALE"
+  if [ "${DATASET:-}" = sql ]; then
+    # Tables created first, loaded afterwards: every page is WAL-logged.
+    cat >"$W/proj/dbfork.toml" <<EOF
+engine = "postgres"
+database = "bench"
+owner = "bench"
+[[load]]
+sql = ["schema.sql", "tables.sql"]
+[[load]]
+sql = "lookup.sql"
+EOF
+    for t in 1 2 3 4 5 6 7; do
+      printf 'create table sbtest%s(id int primary key, k int not null, c char(120) not null, pad char(60) not null);\ncreate index k_%s on sbtest%s(k);\n' "$t" "$t" "$t"
+    done >"$W/proj/schema.sql"
+    for t in 1 2 3 4 5 6 7; do
+      printf "insert into sbtest%s select g, g * 7919 %% %s, concat_ws('-', md5(g::text), md5((g + 1)::text), md5((g + 2)::text)), concat_ws('-', md5((g * 3)::text), left(md5(g::text), 20)) from generate_series(1, %s) g;\n" "$t" "$SCALE" "$SCALE"
+    done >"$W/proj/tables.sql"
+    WHAT="PostgreSQL, 7 x $SCALE deterministic rows from SQL, tables created before they are loaded"
+  fi
   lookup() { # rows
     printf 'create table lookup(id int primary key, name text not null);\ninsert into lookup select g, md5(g::text) from generate_series(1, %s) g;\n' "$1" >"$W/proj/lookup.sql"
   }
   table_bytes() { $D --store "$W/store-a" run -- psql -XAtc "select pg_total_relation_size('lookup')"; }
-  WHAT="pgbench scale $SCALE"
 fi
 lookup 100000
 cd "$W/proj"
@@ -141,7 +163,7 @@ EOF
 )
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 range() { printf '%s\n' "$@" | sort -n | awk 'NR==1{lo=$1} {hi=$1} END {print lo "–" hi}'; }
-mib() { awk -v b="$1" 'BEGIN {printf "%.0f MiB", b/1048576}'; }
+mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b/1048576}'; }
 PULL_MED=$(median "${PULLS[@]}"); UP_MED=$(median "${UPS[@]}")
 cat <<EOF
 $WHAT + a 100k-row lookup table; golden $(mib "$DATA"), $LAYERS layers, artifact $(mib "$COMPRESSED") (zstd)

@@ -113,7 +113,8 @@ func (d *Daemon) factory(e *entry) pool.Factory[*instance.Instance] {
 		Recycle: func(ctx context.Context, in *instance.Instance) (*instance.Instance, error) {
 			return d.recyclePooled(ctx, e, in)
 		},
-		ID: func(in *instance.Instance) string { return in.State.ID },
+		Recyclable: (*instance.Instance).Recyclable,
+		ID:         func(in *instance.Instance) string { return in.State.ID },
 		OnError: func(op string, err error) {
 			d.o.Log.Error("pool "+op+" failed", "pool", e.id, "err", err)
 		},

@@ -55,6 +55,24 @@ func (in *Instance) keepMarks(b backend.Backend, from *restored) {
 	in.marks = m
 }
 
+// Recyclable says, without touching the instance, whether Recycle can
+// restore it rather than having it destroyed and a new one made: its
+// backend restores, it has a uid of its own and its clone was marked.
+func (in *Instance) Recyclable() bool {
+	b, err := backend.Get(in.State.Backend)
+	if err != nil {
+		return false
+	}
+	if _, ok := b.(backend.Restorer); !ok || !store.IsDynamicUID(in.State.UID) {
+		return false
+	}
+	if in.marks != nil {
+		return true
+	}
+	_, err = os.Stat(filepath.Join(in.State.Dir, marksFile))
+	return err == nil
+}
+
 // canRestore returns the restorer and marks for resetting in's clone by
 // restoring it, or nil when it must be cloned anew: the backend cannot,
 // the clone has no marks, or the instance has no uid of its own. Only a

@@ -75,6 +75,12 @@ type Factory[T any] struct {
 	// item must be gone (destroyed) when it returns; on error there is no
 	// new item either.
 	Recycle func(ctx context.Context, item T) (T, error)
+	// Recyclable, if set, says whether Recycle can work on a released
+	// item (asked under the pool's lock: it must be quick, a stat at most). Items it
+	// rejects are destroyed in the background while a replacement is
+	// created, as without Recycle: one waiting on the other would put
+	// the destroy on the replacement's path.
+	Recyclable func(item T) bool
 	// OnError hears about failed creates and destroys (for logs).
 	OnError func(op string, err error)
 }
@@ -209,7 +215,7 @@ func (p *Pool[T]) Release(id string) error {
 		}
 		return ErrUnknown
 	}
-	if p.f.Recycle != nil {
+	if p.f.Recycle != nil && (p.f.Recyclable == nil || p.f.Recyclable(s.item)) {
 		p.recycleLocked(s)
 	} else {
 		p.discardLocked(s)

@@ -192,3 +192,49 @@ func TestRecycleThatCannotMakesANewOne(t *testing.T) {
 		t.Fatalf("acquire got %v %v, want a created item", b, err)
 	}
 }
+
+// An item Recyclable rejects is destroyed in the background while its
+// replacement is created, not recycled; one it accepts is recycled.
+func TestUnrecyclableItemIsDiscardedNotRecycled(t *testing.T) {
+	r := newRecycler()
+	f := r.factory()
+	f.Recyclable = func(it *item) bool { return it.id[0] == 'r' || it.id == "i2" }
+	p, err := New(Config{Min: 1, Max: 1}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closePool(t, p, r.fake)
+	a, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	creates := r.createCount()
+	if err := p.Release(a.id); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, p, "a replacement ready", func(s Stats) bool { return s.Ready >= 1 && s.Warming == 0 && s.Discarding == 0 })
+	r.mu.Lock()
+	recycled := len(r.recycled)
+	r.mu.Unlock()
+	r.fake.mu.Lock()
+	alive := r.fake.live[a.id]
+	r.fake.mu.Unlock()
+	if recycled != 0 || alive || r.createCount() <= creates {
+		t.Fatalf("after releasing an unrecyclable item: %d recycled, old alive %v, %d creates (want 0, false, >= 1)", recycled, alive, r.createCount()-creates)
+	}
+	// The replacement (i2) is accepted: its release recycles it.
+	b, err := p.Acquire(context.Background())
+	if err != nil || b.id != "i2" {
+		t.Fatalf("acquire got %v %v, want the replacement i2", b, err)
+	}
+	if err := p.Release(b.id); err != nil {
+		t.Fatal(err)
+	}
+	r.recycleGate <- nil
+	waitFor(t, p, "the recycled item ready", func(s Stats) bool { return s.Ready == 1 && s.Warming == 0 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recycled) != 1 || r.recycled[0] != "i2" {
+		t.Fatalf("recycled %v, want [i2]", r.recycled)
+	}
+}

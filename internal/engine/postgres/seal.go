@@ -24,10 +24,14 @@ import (
 // old WAL) made every rebuild differ by up to max_wal_size (OCI pushes
 // re-sent it) and cost OverlayFS clones a 16 MiB copy-up when a recycled
 // segment was renamed. Anything unexpected leaves the WAL as it is.
+// Before that, the relation files' pages are stamped (stamp.go).
 func (p *Postgres) Seal(ctx context.Context, spec engine.StartSpec) error {
 	ck, err := readCheckpoint(filepath.Join(spec.DataDir, "global", "pg_control"))
 	if err != nil || !ck.ok {
 		return err
+	}
+	if _, err := stampRelations(spec.DataDir, ck.lsn); err != nil {
+		return fmt.Errorf("seal golden: %w", err)
 	}
 	if slots, _ := os.ReadDir(filepath.Join(spec.DataDir, "pg_replslot")); len(slots) > 0 {
 		return nil // a slot's restart point may be in WAL the seal would drop
