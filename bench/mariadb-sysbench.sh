@@ -149,7 +149,7 @@ for r in $(seq 1 "$RUNS"); do
     extra=() tracer=""
     if [ -n "${TRACE:-}" ]; then
       extra=(--report-interval=1 --percentile=100)
-      trace_status "$WORK/status-$VERSION-$p-$r.txt" & tracer=$!
+      trace_status "$WORK/status-$VERSION-${p//\//-}-$r.txt" & tracer=$!
     fi
     res="$(sysbench oltp_write_only --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$MYSQL_PORT" \
       --mysql-user="$MYSQL_USER" --mysql-password="$MYSQL_PWD" --mysql-db="$MYSQL_DATABASE" \
@@ -159,7 +159,7 @@ for r in $(seq 1 "$RUNS"); do
     hint="$(xfs_io -c stat "$STORE/instances/$id/data/$MYSQL_DATABASE/sbtest1.ibd" 2>/dev/null | sed -n 's/^fsxattr.cowextsize = //p')"
     if [ -n "$tracer" ]; then
       kill "$tracer"; wait "$tracer" 2>/dev/null || true
-      { grep '^\[' <<<"$res"; cat "$WORK/status-$VERSION-$p-$r.txt"; } > "$WORK/trace-$VERSION-$p-$r.txt"
+      { grep '^\[' <<<"$res"; cat "$WORK/status-$VERSION-${p//\//-}-$r.txt"; } > "$WORK/trace-$VERSION-${p//\//-}-$r.txt"
     fi
     "$D" --store "$STORE" down "$id" >/dev/null
     tps="$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' <<<"$res")"
