@@ -148,38 +148,7 @@ func TestPushPullExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := map[string]string{}
-	for _, f := range g1.Manifest.Files {
-		old[f.Path] = f.SHA256
-	}
-	sent := map[string]bool{}
-	for _, d := range st2.SentLayers {
-		sent[d] = true
-	}
-	unchanged := 0
-	for _, p := range planLayers(g2.Manifest.Files, testLargeFile) {
-		var buf bytes.Buffer
-		desc, err := writeLayer(ctx, g2.DataDir(), p, &buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		same := true
-		for _, pc := range p.Pieces {
-			same = same && old[pc.File.Path] == pc.File.SHA256
-		}
-		if same {
-			unchanged++
-			if sent[desc.Digest.String()] {
-				t.Errorf("layer %s holds only unchanged files but was sent again", desc.Digest)
-			}
-		} else if !sent[desc.Digest.String()] && !blobIn(reg, desc.Digest.String()) {
-			t.Errorf("layer %s with changed files is not in the registry", desc.Digest)
-		}
-	}
-	if unchanged == 0 || st2.LayersSent == 0 || st2.LayersSent >= st2.Layers || st2.BytesSent >= st2.Compressed {
-		t.Fatalf("after a one-file change: %d unchanged layers, sent %d of %d layers, %d of %d bytes",
-			unchanged, st2.LayersSent, st2.Layers, st2.BytesSent, st2.Compressed)
-	}
+	old := onlyChangedLayersSent(t, reg, g1, g2, st2)
 	t.Logf("one-table change: sent %d of %d layers, %d of %d bytes", st2.LayersSent, st2.Layers, st2.BytesSent, st2.Compressed)
 	// The big table, loaded before the changed one, is byte-identical in
 	// both goldens (build servers run with settings that keep WAL
@@ -337,4 +306,46 @@ func TestConcurrentPullsAndEngineCheck(t *testing.T) {
 	if ok || err != nil {
 		t.Fatalf("fetch of a missing key: %v %v", ok, err)
 	}
+}
+
+// onlyChangedLayersSent checks a push of g2 (st2) after g1's: no layer
+// holding only files unchanged since g1 was sent, every other one is in
+// the registry, and less than the whole artifact went. It returns g1's
+// file digests by path.
+func onlyChangedLayersSent(t *testing.T, reg *ocitest.Registry, g1, g2 *golden.Golden, st2 *Stats) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	old := map[string]string{}
+	for _, f := range g1.Manifest.Files {
+		old[f.Path] = f.SHA256
+	}
+	sent := map[string]bool{}
+	for _, d := range st2.SentLayers {
+		sent[d] = true
+	}
+	unchanged := 0
+	for _, p := range planLayers(g2.Manifest.Files, testLargeFile) {
+		var buf bytes.Buffer
+		desc, err := writeLayer(ctx, g2.DataDir(), p, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same := true
+		for _, pc := range p.Pieces {
+			same = same && old[pc.File.Path] == pc.File.SHA256
+		}
+		if same {
+			unchanged++
+			if sent[desc.Digest.String()] {
+				t.Errorf("layer %s holds only unchanged files but was sent again", desc.Digest)
+			}
+		} else if !sent[desc.Digest.String()] && !blobIn(reg, desc.Digest.String()) {
+			t.Errorf("layer %s with changed files is not in the registry", desc.Digest)
+		}
+	}
+	if unchanged == 0 || st2.LayersSent == 0 || st2.LayersSent >= st2.Layers || st2.BytesSent >= st2.Compressed {
+		t.Fatalf("after a one-file change: %d unchanged layers, sent %d of %d layers, %d of %d bytes",
+			unchanged, st2.LayersSent, st2.Layers, st2.BytesSent, st2.Compressed)
+	}
+	return old
 }
