@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
 )
@@ -76,8 +78,21 @@ func MountImage(img, dir string) error {
 	// doubled an unwarmed clone's throughput (docs/performance.md).
 	// nosuid,nodev: nothing on the image may gain privileges; discard: space
 	// freed inside (deleted goldens and clones) goes back to the host.
+	// Processes opening one store at once take turns on the image (a
+	// lock on the image file itself: autoImage already holds the parent
+	// dir's), and one that finds it mounted by another is done.
+	lf, err := os.Open(img)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", img, err)
+	}
+	if sameFile(mountedFrom(dir), img) {
+		return nil
+	}
 	var out []byte
-	var err error
 	for attempt := 0; ; attempt++ {
 		out, err = exec.Command("mount", "-o", "loop,nosuid,nodev,discard", img, dir).CombinedOutput()
 		// mount picks a free loop device and may lose it to another
@@ -96,6 +111,47 @@ func MountImage(img, dir string) error {
 		return fmt.Errorf("mount %s at %s: %v: %s", img, dir, err, oneLine(out))
 	}
 	return os.Chmod(dir, 0o755)
+}
+
+// sameFile says whether paths a and b name one existing file.
+func sameFile(a, b string) bool {
+	if a == "" {
+		return false
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+// mountedFrom names the image file behind the loop device mounted at dir,
+// or "" if dir is not a loop mount.
+func mountedFrom(dir string) string {
+	ms, err := fsutil.Mounts()
+	if err != nil {
+		return ""
+	}
+	clean := filepath.Clean(dir)
+	if r, err := filepath.EvalSymlinks(clean); err == nil {
+		clean = r
+	}
+	src := ""
+	for _, m := range ms {
+		if m.Point == clean {
+			src = m.Source // the last one is on top
+		}
+	}
+	dev, ok := strings.CutPrefix(src, "/dev/")
+	if !ok || !strings.HasPrefix(dev, "loop") || strings.Contains(dev, "/") {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/block", dev, "loop", "backing_file"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // CreateLoopFS makes a sparse image of size bytes with the given
