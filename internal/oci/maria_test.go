@@ -7,10 +7,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/oci/ocitest"
-	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
@@ -57,21 +55,8 @@ func TestMariaDBOneTableChange(t *testing.T) {
 // and the rest) and then big (20,000 rows).
 func buildMariaDB(t *testing.T, s *store.Store, proj string, rows int) *golden.Golden {
 	t.Helper()
-	path := testenv.WriteRecipe(t, proj, "engine = \"mariadb\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"small.sql\", \"big.sql\"]\n", map[string]string{
+	return buildRecipe(t, s, proj, "engine = \"mariadb\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"small.sql\", \"big.sql\"]\n", map[string]string{
 		"small.sql": "CREATE TABLE small(id int PRIMARY KEY);\nINSERT INTO small VALUES (1);\nINSERT INTO small SELECT seq FROM seq_2_to_" + strconv.Itoa(rows) + ";\n",
 		"big.sql":   "CREATE TABLE big(id int PRIMARY KEY, pad varchar(200) NOT NULL);\nINSERT INTO big SELECT seq, REPEAT('x', 100) FROM seq_1_to_20000;\n",
 	})
-	r, err := recipe.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engines.Open(context.Background(), golden.EngineWant(r))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := golden.Build(context.Background(), s, eng, r, golden.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Golden
 }

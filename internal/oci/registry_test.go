@@ -38,11 +38,17 @@ sql = "small.sql"
 
 func buildGolden(t *testing.T, s *store.Store, proj string, smallRows int) *golden.Golden {
 	t.Helper()
-	path := testenv.WriteRecipe(t, proj, twoTables, map[string]string{
+	return buildRecipe(t, s, proj, twoTables, map[string]string{
 		"big.sql":   "create table big(id int primary key, pad text);\ninsert into big select g, repeat('x', 100) from generate_series(1, 20000) g;\n",
 		"small.sql": "create table small(id int);\ninsert into small select generate_series(1, " + strconv.Itoa(smallRows) + ");\n",
 	})
-	r, err := recipe.Load(path)
+}
+
+// buildRecipe writes a recipe (and its files) to proj and builds its
+// golden in s with the engine it names.
+func buildRecipe(t *testing.T, s *store.Store, proj, toml string, files map[string]string) *golden.Golden {
+	t.Helper()
+	r, err := recipe.Load(testenv.WriteRecipe(t, proj, toml, files))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/golden"
-	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
@@ -107,22 +106,13 @@ func buildPGTables(t *testing.T, eng engine.Engine, s *store.Store, proj string,
 	if extra {
 		first += "INSERT INTO first VALUES (30001, 1, 'extra');\n"
 	}
-	path := testenv.WriteRecipe(t, proj, "engine = \"postgres\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"schema.sql\", \"first.sql\", \"second.sql\"]\n",
+	return buildRecipe(t, eng, s, proj, "engine = \"postgres\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"schema.sql\", \"first.sql\", \"second.sql\"]\n",
 		map[string]string{
 			"schema.sql": "CREATE TABLE first(id int PRIMARY KEY, k int NOT NULL, c text NOT NULL);\n" +
 				"CREATE TABLE second(id int PRIMARY KEY, k int NOT NULL, c text NOT NULL);\nCREATE INDEX second_k_idx ON second(k);\n",
 			"first.sql":  first,
 			"second.sql": "INSERT INTO second SELECT g, g * 7919 % 10000, md5(g::text) FROM generate_series(1, 20000) g;\n",
 		})
-	r, err := recipe.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := golden.Build(context.Background(), s, eng, r, golden.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Golden
 }
 
 // amcheck runs PostgreSQL's own checks of heap and B-tree structure on

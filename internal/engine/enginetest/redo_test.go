@@ -78,9 +78,16 @@ func buildSeed(t *testing.T, eng engine.Engine, name, seed string) (*store.Store
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := testenv.WriteRecipe(t, filepath.Join(root, "p"), "engine = \""+name+"\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"seed.sql\"]\n",
+	g := buildRecipe(t, eng, s, filepath.Join(root, "p"), "engine = \""+name+"\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"seed.sql\"]\n",
 		map[string]string{"seed.sql": seed})
-	r, err := recipe.Load(path)
+	return s, g
+}
+
+// buildRecipe writes a recipe (and its files) to proj and builds its
+// golden in s with eng.
+func buildRecipe(t *testing.T, eng engine.Engine, s *store.Store, proj, toml string, files map[string]string) *golden.Golden {
+	t.Helper()
+	r, err := recipe.Load(testenv.WriteRecipe(t, proj, toml, files))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +95,7 @@ func buildSeed(t *testing.T, eng engine.Engine, name, seed string) (*store.Store
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, res.Golden
+	return res.Golden
 }
 
 func sizeAndOwned(t *testing.T, path string) (int64, int64) {

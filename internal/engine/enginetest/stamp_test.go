@@ -15,7 +15,6 @@ import (
 	"github.com/dbfork/dbfork/internal/engine/mysql"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
-	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
@@ -37,9 +36,9 @@ func TestMariaDBStableTableFiles(t *testing.T) {
 	}
 	root := testenv.Dir(t)
 	one, two := openStores(t, root)
-	g1 := buildTwoTables(t, one, filepath.Join(root, "p1"), false)
-	g2 := buildTwoTables(t, two, filepath.Join(root, "p2"), false)
-	g3 := buildTwoTables(t, one, filepath.Join(root, "p3"), true)
+	g1 := buildTwoTables(t, eng, one, filepath.Join(root, "p1"), false)
+	g2 := buildTwoTables(t, eng, two, filepath.Join(root, "p2"), false)
+	g3 := buildTwoTables(t, eng, one, filepath.Join(root, "p3"), true)
 	for _, f := range []string{"shop/first.ibd", "shop/second.ibd"} {
 		if !sameFile(t, g1, g2, f) {
 			t.Errorf("two builds of one recipe differ in %s", f)
@@ -79,7 +78,7 @@ func TestMariaDBStableTableFiles(t *testing.T) {
 
 // buildTwoTables loads table first (30,000 rows; extra: one more, in an
 // INSERT of its own), then table second (20,000 rows).
-func buildTwoTables(t *testing.T, s *store.Store, proj string, extra bool) *golden.Golden {
+func buildTwoTables(t *testing.T, eng engine.Engine, s *store.Store, proj string, extra bool) *golden.Golden {
 	t.Helper()
 	table := func(name string, rows int) string {
 		return fmt.Sprintf("CREATE TABLE %[1]s(id int PRIMARY KEY, k int NOT NULL, c char(100) NOT NULL, KEY k_%[1]s(k));\n"+
@@ -89,21 +88,8 @@ func buildTwoTables(t *testing.T, s *store.Store, proj string, extra bool) *gold
 	if extra {
 		first += "INSERT INTO first VALUES (30001, 1, 'extra');\n"
 	}
-	path := testenv.WriteRecipe(t, proj, "engine = \"mariadb\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"first.sql\"]\n[[load]]\nsql = [\"second.sql\"]\n",
+	return buildRecipe(t, eng, s, proj, "engine = \"mariadb\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"first.sql\"]\n[[load]]\nsql = [\"second.sql\"]\n",
 		map[string]string{"first.sql": first, "second.sql": table("second", 20000)})
-	r, err := recipe.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := mysql.New(context.Background(), mysql.MariaDB, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := golden.Build(context.Background(), s, eng, r, golden.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Golden
 }
 
 func sameFile(t *testing.T, a, b *golden.Golden, rel string) bool {

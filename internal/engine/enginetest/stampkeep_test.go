@@ -9,7 +9,6 @@ import (
 
 	"github.com/dbfork/dbfork/internal/engine/mysql"
 	"github.com/dbfork/dbfork/internal/golden"
-	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
@@ -32,17 +31,8 @@ func TestMariaDBStampingKeepsWhatItMust(t *testing.T) {
 		t.Fatal(err)
 	}
 	build := func(proj, seed string) *golden.Golden {
-		path := testenv.WriteRecipe(t, filepath.Join(root, proj), "engine = \"mariadb\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"seed.sql\"]\n",
+		return buildRecipe(t, eng, s, filepath.Join(root, proj), "engine = \"mariadb\"\ndatabase = \"shop\"\n[[load]]\nsql = [\"seed.sql\"]\n",
 			map[string]string{"seed.sql": seed})
-		r, err := recipe.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := golden.Build(ctx, s, eng, r, golden.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Golden
 	}
 
 	xa := build("xa", "CREATE TABLE x(id int PRIMARY KEY, v int NOT NULL, KEY v(v));\n"+
