@@ -40,8 +40,7 @@ func GC(ctx context.Context, s *store.Store, all bool) []Reaped {
 		if id, ok := strings.CutSuffix(name, ".lock"); ok && validID(id) {
 			if _, err := os.Stat(s.InstanceDir(id)); errors.Is(err, os.ErrNotExist) {
 				if l, err := lockfile.TryLock(filepath.Join(s.InstancesDir(), name)); err == nil {
-					_ = os.Remove(filepath.Join(s.InstancesDir(), name))
-					l.Release()
+					l.Remove()
 				}
 			}
 		}

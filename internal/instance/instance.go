@@ -94,8 +94,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 			if terr := teardown(context.Background(), st); terr != nil {
 				err = fmt.Errorf("%w (cleanup also failed: %v; run `dbfork gc`)", err, terr)
 			}
-			lock.Release()
-			_ = os.Remove(lockPath(s, id))
+			lock.Remove()
 		}
 	}()
 	if err := makeDir(eng, st); err != nil {
@@ -197,9 +196,10 @@ func socketDir(u store.User, dir string) (string, error) {
 func (in *Instance) Destroy(ctx context.Context, s *store.Store) error {
 	in.stopAhead()
 	err := teardown(ctx, in.State)
-	in.lock.Release()
 	if err == nil {
-		_ = os.Remove(lockPath(s, in.State.ID))
+		in.lock.Remove()
+	} else {
+		in.lock.Release()
 	}
 	return err
 }

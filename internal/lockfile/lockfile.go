@@ -28,19 +28,51 @@ func open(path string) (*os.File, error) {
 }
 
 // TryLock takes an exclusive lock without waiting.
+//
+// A lock file may be removed by whoever holds its lock (gc removes those
+// of gone instances). A process that opened the file just before and
+// locks it just after would hold a lock on a file no longer in the
+// directory, while the next one creates a new file and locks that: two
+// holders. So the lock only counts when, once taken, path still names
+// the file that was locked; otherwise it is taken again on the new file.
 func TryLock(path string) (*Lock, error) {
-	f, err := open(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, ErrHeld
+	for {
+		f, err := open(path)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, ErrHeld
+			}
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		same, err := stillNamed(f, path)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if same {
+			return &Lock{f: f}, nil
+		}
+		f.Close() // removed (or replaced) by its holder while we waited: again
 	}
-	return &Lock{f: f}, nil
+}
+
+// stillNamed reports whether path is the file f has open.
+func stillNamed(f *os.File, path string) (bool, error) {
+	var held, named unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &held); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(path, &named); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, err
+	}
+	return held.Dev == named.Dev && held.Ino == named.Ino, nil
 }
 
 // Acquire waits for an exclusive lock until ctx ends; onWait is called once
@@ -78,6 +110,18 @@ func Held(path string) bool {
 	}
 	l.Release()
 	return false
+}
+
+// Remove removes the lock file while the lock is still held, then drops
+// the lock: a process that locks the file after that sees it removed and
+// locks a new one (TryLock). Removing it after Release could remove a
+// file another process has just locked. Safe on nil.
+func (l *Lock) Remove() {
+	if l == nil || l.f == nil {
+		return
+	}
+	_ = os.Remove(l.f.Name())
+	l.Release()
 }
 
 // Release drops the lock. Safe on nil.
