@@ -23,12 +23,14 @@ type upFlags struct {
 	file     string
 	backend  string
 	noDaemon bool
+	noWarm   bool
 }
 
 func (f *upFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "recipe file (default ./dbfork.toml)")
 	cmd.Flags().StringVar(&f.backend, "backend", "auto", "clone backend: auto, btrfs, reflink, overlay, userns-overlay or copy")
 	cmd.Flags().BoolVar(&f.noDaemon, "no-daemon", false, "do not use a running `dbfork serve`; clone and start here")
+	cmd.Flags().BoolVar(&f.noWarm, "no-warm", false, "do not read a reflink or btrfs clone into the page cache in the background once it is ready (also: [pool] prewarm = false)")
 }
 
 // leased is an instance obtained either from a running `dbfork serve`
@@ -147,6 +149,14 @@ func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *i
 	}
 	g.log.Info("instance ready", "id", in.State.ID, "backend", in.State.Backend, "why", in.State.BackendWhy,
 		"clone_ms", in.State.CloneMs, "ready_ms", in.State.ReadyMs)
+	if r.Pool.Prewarm && !f.noWarm {
+		// Off the ready path: the instance is handed out now.
+		if started, err := in.WarmInBackground(s); err != nil {
+			g.log.Warn("clone not read ahead", "err", err)
+		} else if started {
+			g.log.Debug("reading the clone in the background", "log", filepath.Join(in.State.Dir, instance.WarmLog))
+		}
+	}
 	return s, in, nil
 }
 
