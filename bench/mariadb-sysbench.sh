@@ -28,7 +28,9 @@
 # reads every file of the clone once after `up` and before the run, as a
 # pool's prewarm does ("warm" column: how long that took): a fresh reflink
 # clone's files are new inodes whose pages are not cached yet, a plain
-# copy's were just written.
+# copy's were just written. Plain PROFILE is the clone as `up` gives it:
+# on reflink and btrfs, `up` starts reading the clone in the background
+# once it is ready; PROFILE+cold turns that off (`up --no-warm`).
 set -euo pipefail
 STORE="$1" VERSION="$2" BACKEND="$3" RUNS="$4"; shift 4
 D="${DBFORK:-$(cd "$(dirname "$0")/.." && pwd)/bin/dbfork}"
@@ -129,14 +131,15 @@ for r in $(seq 1 "$RUNS"); do
   for p in "$@"; do
     be="$BACKEND" v="$p"
     [ "${v%/*}" != "$v" ] && be="${v##*/}" v="${v%/*}"
-    warm=""
+    warm="" upflags=()
     [ "${v%+warm}" != "$v" ] && warm=1 v="${v%+warm}"
+    [ "${v%+cold}" != "$v" ] && upflags=(--no-warm) v="${v%+cold}"
     prof="${v%%@*}" cowenv=()
     if [ "$prof" != "$v" ]; then sz="$(bytes "${v#*@}")"; cowenv=(DBFORK_XFS_COWEXTSIZE="$sz"); fi
     recipe "$prof"
     busy=""; [ -n "${QUIET:-}" ] && quiet
     sync -f "$STORE"; used0="$(used_kb)"; read -r trans0 ext0 < <(xfs_counts)
-    out="$(cd "$WORK" && env "${cowenv[@]}" "$D" --store "$STORE" up --no-daemon --backend "$be" --json)"
+    out="$(cd "$WORK" && env "${cowenv[@]}" "$D" --store "$STORE" up --no-daemon "${upflags[@]}" --backend "$be" --json)"
     id="$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$out" | head -1)"
     ready="$(sed -n 's/.*"ready_ms": \([0-9.]*\).*/\1/p' <<<"$out")"
     eval "$(sed -n 's/.*"\(MYSQL_[A-Z]*\)": "\(.*\)".*/export \1=\2/p' <<<"$out")"

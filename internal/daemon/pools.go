@@ -160,6 +160,13 @@ func (d *Daemon) warm(ctx context.Context, e *entry, in *instance.Instance, prew
 		return nil, fmt.Errorf("prewarm instance %s: %w", in.State.ID, err)
 	}
 	d.o.Log.Debug("prewarmed", "id", in.State.ID, "bytes", pw.Bytes, "ms", pw.Ms, "copied_up", pw.CopiedUp, "cut_short", pw.Cut)
+	if pw.Cut {
+		// A client is waiting: it gets the instance now, and the rest of
+		// the clone is read in the background, at idle priority.
+		if _, err := in.WarmInBackground(d.o.Store); err != nil {
+			d.o.Log.Warn("clone not read ahead", "id", in.State.ID, "err", err)
+		}
+	}
 	d.prepareFresh(ctx, e, in)
 	return in, nil
 }
