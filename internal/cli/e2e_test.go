@@ -212,3 +212,54 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// `up` on a reflink store reads the clone in the background once it is
+// ready (warm.log in the instance dir says what it read); `--no-warm`
+// does not. `down` ends a reader still running with the instance.
+func TestUpWarmsReflinkClonesInBackground(t *testing.T) {
+	e := newEnv(t)
+	e.useLoopStore("xfs", 700<<20)
+	e.mustRun("build")
+	up := func(args ...string) (id, dir string) {
+		r := e.mustRun(append([]string{"up", "--no-daemon", "--backend", "reflink", "--json"}, args...)...)
+		var v struct{ ID, Dir string }
+		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.ID == "" || v.Dir == "" {
+			t.Fatalf("up --json: %v: %s", err, r.stdout)
+		}
+		return v.ID, v.Dir
+	}
+	id, dir := up()
+	var res struct {
+		Files int   `json:"files"`
+		Bytes int64 `json:"bytes"`
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		b, _ := os.ReadFile(filepath.Join(dir, "warm.log"))
+		if strings.HasSuffix(string(b), "\n") {
+			if err := json.Unmarshal(b, &res); err != nil {
+				t.Fatalf("warm.log: %v: %q", err, b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no result in warm.log after 2 minutes: %q", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res.Files < 100 || res.Bytes < 1<<20 {
+		t.Errorf("background reader read %d files, %d bytes", res.Files, res.Bytes)
+	}
+	e.mustRun("down", id)
+
+	id, dir = up("--no-warm")
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(dir, "warm.log")); !os.IsNotExist(err) {
+		t.Errorf("up --no-warm: warm.log: %v, want none", err)
+	}
+	e.mustRun("down", id)
+	// One more, taken down at once: its reader (if still reading) goes too.
+	id, _ = up()
+	e.mustRun("down", id)
+	e.assertNothingLeft()
+}
