@@ -46,6 +46,7 @@ settings() {
     sealed) # the sealed 256 MiB log with the flushing settings before: page cleaner asleep until the log is 7/8 full, O_DIRECT, neighbours
       printf 'innodb_max_dirty_pages_pct_lwm = "0"\ninnodb_flush_neighbors = "1"\ninnodb_io_capacity = "5000"\n'; page_writes O_DIRECT ;;
     nobuf) page_writes O_DIRECT ;;                   # today's profile with O_DIRECT page writes
+    nosync) echo 'innodb_flush_method = "nosync"' ;;  # today's profile, data files never fsynced (10.x spelling)
     lwm80) echo 'innodb_max_dirty_pages_pct_lwm = "80"' ;;  # awake, but flushing driven by the redo log only
     io5k) echo 'innodb_io_capacity = "5000"' ;;      # today's profile flushing at up to 5000 pages/s
     log1g) echo 'innodb_log_file_size = "1G"' ;;     # a larger log, created (preallocated) by each clone
