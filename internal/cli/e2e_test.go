@@ -233,20 +233,7 @@ func TestUpWarmsReflinkClonesInBackground(t *testing.T) {
 		Files int   `json:"files"`
 		Bytes int64 `json:"bytes"`
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		b, _ := os.ReadFile(filepath.Join(dir, "warm.log"))
-		if strings.HasSuffix(string(b), "\n") {
-			if err := json.Unmarshal(b, &res); err != nil {
-				t.Fatalf("warm.log: %v: %q", err, b)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no result in warm.log after 2 minutes: %q", b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.ReadJSONLine(t, filepath.Join(dir, "warm.log"), &res)
 	if res.Files < 100 || res.Bytes < 1<<20 {
 		t.Errorf("background reader read %d files, %d bytes", res.Files, res.Bytes)
 	}

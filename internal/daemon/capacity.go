@@ -1,15 +1,12 @@
 package daemon
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
 	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/proc"
 )
 
 // Per-instance needs under the test profile, measured on this project's
@@ -93,24 +90,5 @@ func (d *Daemon) checkCapacity(self *entry, engineName, backendName string, gold
 		}
 	}
 	free, _ := fsutil.FreeBytes(d.o.Store.Root)
-	return capacityError(max, mem, disk, memAvailable(), free, resMem, resDisk)
-}
-
-// memAvailable reads MemAvailable from /proc/meminfo (0 if unknown).
-func memAvailable() uint64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
-			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
-	}
-	return 0
+	return capacityError(max, mem, disk, proc.MemInfo("MemAvailable"), free, resMem, resDisk)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/proc"
 )
 
 func TestCapacity(t *testing.T) {
@@ -35,7 +36,7 @@ func TestCapacity(t *testing.T) {
 			t.Errorf("%+v: %v, want a refusal about %s with what fits", c, err, c.want)
 		}
 	}
-	if memAvailable() == 0 {
+	if proc.MemInfo("MemAvailable") == 0 {
 		t.Error("MemAvailable not read from /proc/meminfo")
 	}
 	// Each engine's own figure, from its registry entry.

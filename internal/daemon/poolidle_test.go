@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/dbfork/dbfork/internal/daemon"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/proc"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
 
@@ -81,19 +80,9 @@ func TestCapacityAcrossPools(t *testing.T) {
 }
 
 func memAvailable(t *testing.T) uint64 {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		t.Fatal(err)
+	n := proc.MemInfo("MemAvailable")
+	if n == 0 {
+		t.Fatal("no MemAvailable in /proc/meminfo")
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no MemAvailable in /proc/meminfo")
-	return 0
+	return n
 }

@@ -1,7 +1,6 @@
 package instance
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dbfork/dbfork/internal/proc"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -171,7 +171,7 @@ func warmMain(uidArg, groupsArg, data string) int {
 		}
 		return nil
 	})
-	if avail, err := memAvailable(); err == nil && total > avail/2 {
+	if avail := int64(proc.MemInfo("MemAvailable")); avail > 0 && total > avail/2 {
 		res.Skipped = fmt.Sprintf("the clone (%d MiB) is larger than half of the memory available (%d MiB)", total>>20, avail>>20)
 		return 0
 	}
@@ -206,23 +206,3 @@ func warmMain(uidArg, groupsArg, data string) int {
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// memAvailable is MemAvailable from /proc/meminfo, in bytes.
-func memAvailable() (int64, error) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, errors.New("no MemAvailable in /proc/meminfo")
-}

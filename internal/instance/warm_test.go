@@ -2,13 +2,10 @@ package instance_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -70,21 +67,7 @@ func TestWarmInBackground(t *testing.T) {
 		Denied  int    `json:"denied"`
 		Skipped string `json:"skipped"`
 	}
-	logPath := filepath.Join(in.State.Dir, instance.WarmLog)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		b, _ := os.ReadFile(logPath)
-		if strings.HasSuffix(string(b), "\n") {
-			if err := json.Unmarshal(b, &res); err != nil {
-				t.Fatalf("%s: %v: %q", instance.WarmLog, err, b)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the background reader wrote nothing in 2 minutes: %q", b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.ReadJSONLine(t, filepath.Join(in.State.Dir, instance.WarmLog), &res)
 	if res.Skipped != "" || res.Files < 100 || res.Bytes < g.Manifest.TotalBytes/2 {
 		t.Errorf("reader: %+v, golden %d bytes", res, g.Manifest.TotalBytes)
 	}

@@ -45,3 +45,13 @@ func TestStopEscalatesToKill(t *testing.T) {
 		t.Fatal("process still alive after Stop")
 	}
 }
+
+func TestMemInfo(t *testing.T) {
+	total, avail := MemInfo("MemTotal"), MemInfo("MemAvailable")
+	if total < 64<<20 || avail == 0 || avail > total {
+		t.Fatalf("MemTotal %d, MemAvailable %d", total, avail)
+	}
+	if n := MemInfo("NoSuchField"); n != 0 {
+		t.Fatalf("an unknown field reads %d, want 0", n)
+	}
+}

@@ -1,11 +1,14 @@
 package testenv
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dbfork/dbfork/internal/fsutil"
 )
@@ -89,4 +92,25 @@ func AssertClean(t testing.TB, dir string) {
 func TmpBuilds(store string) []string {
 	m, _ := filepath.Glob(filepath.Join(store, "goldens", "tmp-*"))
 	return m
+}
+
+// ReadJSONLine waits up to two minutes for path to hold one whole line
+// (a file a background process writes once, such as an instance's
+// warm.log) and decodes it into v.
+func ReadJSONLine(t testing.TB, path string, v any) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		b, _ := os.ReadFile(path)
+		if bytes.HasSuffix(b, []byte("\n")) {
+			if err := json.Unmarshal(b, v); err != nil {
+				t.Fatalf("%s: %v: %q", path, err, b)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s holds no whole line after 2 minutes: %q", path, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

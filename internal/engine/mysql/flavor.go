@@ -7,10 +7,11 @@ package mysql
 
 import (
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/dbfork/dbfork/internal/proc"
 )
 
 // Flavor is MariaDB or MySQL.
@@ -130,7 +131,7 @@ func profileArgs(info ServerInfo, test bool) []string {
 	if info.Flavor == MySQL {
 		return append(args, "--innodb-buffer-pool-size=64M", "--skip-mysqlx")
 	}
-	return append(args, mariadbTestProfile(info, totalMemory())...)
+	return append(args, mariadbTestProfile(info, proc.MemInfo("MemTotal"))...)
 }
 
 // mariadbTestProfile fights the write stalls of issue 16 item 5 (with a
@@ -167,21 +168,6 @@ func mariadbTestProfile(info ServerInfo, memBytes uint64) []string {
 		return append(args, "--innodb-data-file-buffering=ON")
 	}
 	return append(args, "--innodb-flush-method=fsync")
-}
-
-// totalMemory reads MemTotal from /proc/meminfo (0 if unknown).
-func totalMemory() uint64 {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, _ := strconv.ParseUint(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // afterStartSQL are statements run as root once a test server is up:
