@@ -31,6 +31,7 @@
 # copy's were just written. Plain PROFILE is the clone as `up` gives it:
 # on reflink and btrfs, `up` starts reading the clone in the background
 # once it is ready; PROFILE+cold turns that off (`up --no-warm`).
+# DROP_CACHES=1 drops every cached file page before each run.
 set -euo pipefail
 STORE="$1" VERSION="$2" BACKEND="$3" RUNS="$4"; shift 4
 D="${DBFORK:-$(cd "$(dirname "$0")/.." && pwd)/bin/dbfork}"
@@ -139,6 +140,9 @@ for r in $(seq 1 "$RUNS"); do
     if [ "$prof" != "$v" ]; then sz="$(bytes "${v#*@}")"; cowenv=(DBFORK_XFS_COWEXTSIZE="$sz"); fi
     recipe "$prof"
     busy=""; [ -n "${QUIET:-}" ] && quiet
+    # DROP_CACHES=1: start each run with no file cached at all (the store
+    # image's pages included), as on a machine that just booted.
+    [ -n "${DROP_CACHES:-}" ] && { sync; echo 3 > /proc/sys/vm/drop_caches; }
     sync -f "$STORE"; used0="$(used_kb)"; read -r trans0 ext0 < <(xfs_counts)
     out="$(cd "$WORK" && env "${cowenv[@]}" "$D" --store "$STORE" up --no-daemon "${upflags[@]}" --backend "$be" --json)"
     id="$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$out" | head -1)"

@@ -318,5 +318,14 @@ func RemoveDataDir(path string) error {
 		// can only go one by one, which a read-only subvolume refuses.
 		_ = setSubvolumeReadOnly(path, false)
 	}
+	if mounted, err := fsutil.MountsUnder(path); err == nil && len(mounted) == 0 {
+		// Free the big files' blocks before the caller returns, not in
+		// the filesystem's background after it (fsutil.FreeBlocks).
+		fsutil.FreeBlocks(path, freeBlocksMin)
+	}
 	return fsutil.RemoveAll(path)
 }
+
+// freeBlocksMin: files smaller than this are left to the removal (a
+// truncate each would cost more than it saves).
+const freeBlocksMin = 1 << 20
