@@ -318,12 +318,9 @@ func RemoveDataDir(path string) error {
 		// can only go one by one, which a read-only subvolume refuses.
 		_ = setSubvolumeReadOnly(path, false)
 	}
-	if mounted, err := fsutil.MountsUnder(path); err == nil && len(mounted) == 0 {
-		// Free the big files' blocks before the caller returns, not in
-		// the filesystem's background after it (fsutil.FreeBlocks).
-		fsutil.FreeBlocks(path, freeBlocksMin)
-	}
-	return fsutil.RemoveAll(path)
+	// The big files' blocks are freed before the caller returns, not in
+	// the filesystem's background after it (fsutil.FreeBlocks).
+	return fsutil.RemoveClone(path, freeBlocksMin)
 }
 
 // freeBlocksMin: files smaller than this are left to the removal (a

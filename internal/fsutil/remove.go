@@ -11,7 +11,14 @@ import (
 // RemoveAll deletes path and everything below it, but refuses when anything
 // at or below it is still mounted: deleting through a mount would destroy
 // the golden it exposes.
-func RemoveAll(path string) error {
+func RemoveAll(path string) error { return removeAll(path, 0) }
+
+// RemoveClone is RemoveAll for a clone's data: its regular files of at
+// least freeMin bytes are emptied first (FreeBlocks), so their blocks are
+// free when it returns. Only for trees whose files are nobody else's.
+func RemoveClone(path string, freeMin int64) error { return removeAll(path, freeMin) }
+
+func removeAll(path string, freeMin int64) error {
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -21,6 +28,9 @@ func RemoveAll(path string) error {
 	}
 	if len(mounted) > 0 {
 		return fmt.Errorf("refusing to remove %s: %s is still mounted", path, mounted[0])
+	}
+	if freeMin > 0 {
+		FreeBlocks(path, freeMin)
 	}
 	if err := os.RemoveAll(path); err != nil {
 		// Files made read-only (goldens) may sit in dirs we cannot write as

@@ -57,8 +57,9 @@ func init() {
 //
 // The reader runs as the instance's own uid, at the lowest CPU priority
 // and in the idle I/O class (which only I/O schedulers with classes
-// honour: not loop devices, whose scheduler is "none"); it stops by itself if the clone is larger than half of the
-// memory available, and it dies with the instance: teardown and reset
+// honour: not loop devices, whose scheduler is "none"); it stops by
+// itself if the clone is larger than half of the memory available, and
+// it dies with the instance: teardown and reset
 // kill every process of the instance's uid. It is started only where
 // that holds and where it helps: dbfork runs as root, the instance has a
 // uid of its own, and the clone is a reflink or btrfs clone in dbfork's
