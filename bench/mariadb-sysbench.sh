@@ -32,6 +32,12 @@
 # on reflink and btrfs, `up` starts reading the clone in the background
 # once it is ready; PROFILE+cold turns that off (`up --no-warm`).
 # DROP_CACHES=1 drops every cached file page before each run.
+# SLOW_CALLS=MS records, per run, every system call of the server that
+# took MS ms or more (perf trace: which thread, which call, how long) to
+# $WORK/calls-VERSION-PROFILE-RUN.txt, to see what a slow second waited on.
+# DSTATE=MS samples every MS ms the server's threads blocked in the kernel
+# with their kernel stacks (bench/dstate-sample.py) to
+# $WORK/dstate-VERSION-PROFILE-RUN.txt.
 set -euo pipefail
 STORE="$1" VERSION="$2" BACKEND="$3" RUNS="$4"; shift 4
 D="${DBFORK:-$(cd "$(dirname "$0")/.." && pwd)/bin/dbfork}"
@@ -79,15 +85,18 @@ EOF
 }
 
 # trace_status prints, every second, InnoDB's checkpoint age (MB), its
-# limit, dirty pages and the pages flushed since the previous second.
+# limit, dirty pages and the pages flushed since the previous second, then
+# free pages in the buffer pool and two counters so far: waits for a free
+# page (Innodb_buffer_pool_wait_free) and waits for room in the redo log
+# buffer (Innodb_log_waits).
 trace_status() {
   local prev=0 t=0
-  echo "t checkpoint_age_MB max_MB dirty_pages flushed_per_s flushed_total" > "$1"
+  echo "t checkpoint_age_MB max_MB dirty_pages flushed_per_s flushed_total free_pages wait_free log_waits" > "$1"
   while sleep 1; do
     t=$((t + 1))
     mariadb --no-defaults --skip-ssl -h 127.0.0.1 -P "$MYSQL_PORT" -u "$MYSQL_USER" -p"$MYSQL_PWD" -N -B -e \
-      "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_checkpoint_age','Innodb_checkpoint_max_age','Innodb_buffer_pool_pages_dirty','Innodb_buffer_pool_pages_flushed')" 2>/dev/null |
-      awk -v t="$t" -v prev="$prev" '{v[$1]=$2} END {printf "%d %.1f %.1f %d %d %d\n", t, v["Innodb_checkpoint_age"]/1048576, v["Innodb_checkpoint_max_age"]/1048576, v["Innodb_buffer_pool_pages_dirty"], v["Innodb_buffer_pool_pages_flushed"]-prev, v["Innodb_buffer_pool_pages_flushed"]}' >> "$1"
+      "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_checkpoint_age','Innodb_checkpoint_max_age','Innodb_buffer_pool_pages_dirty','Innodb_buffer_pool_pages_flushed','Innodb_buffer_pool_pages_free','Innodb_buffer_pool_wait_free','Innodb_log_waits')" 2>/dev/null |
+      awk -v t="$t" -v prev="$prev" '{v[$1]=$2} END {printf "%d %.1f %.1f %d %d %d %d %d %d\n", t, v["Innodb_checkpoint_age"]/1048576, v["Innodb_checkpoint_max_age"]/1048576, v["Innodb_buffer_pool_pages_dirty"], v["Innodb_buffer_pool_pages_flushed"]-prev, v["Innodb_buffer_pool_pages_flushed"], v["Innodb_buffer_pool_pages_free"], v["Innodb_buffer_pool_wait_free"], v["Innodb_log_waits"]}' >> "$1"
     prev="$(tail -1 "$1" | cut -d' ' -f6)"
   done
 }
@@ -154,11 +163,22 @@ for r in $(seq 1 "$RUNS"); do
       find "$STORE/instances/$id/data" -type f -exec cat {} + >/dev/null
       warm_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     fi
+    perfer="" sampler=""
+    pid="$(sed -n 's/.*"pid": \([0-9]*\).*/\1/p' <<<"$out" | head -1)"
+    if [ -n "${DSTATE:-}" ]; then
+      "$(dirname "$0")/dstate-sample.py" "$pid" "$WORK/dstate-$VERSION-${p//\//-}-$r.txt" "$DSTATE" & sampler=$!
+    fi
+    if [ -n "${SLOW_CALLS:-}" ]; then
+      perf trace -p "$pid" --duration "$SLOW_CALLS" -T -o "$WORK/calls-$VERSION-${p//\//-}-$r.txt" \
+        -e 'pwrite64,pwritev,pwritev2,write,pread64,preadv,read,fsync,fdatasync,futex,io_submit,io_getevents,io_uring_enter,fallocate,ftruncate,recvfrom,poll,ppoll' & perfer=$!
+      sleep 0.3 # perf trace attaches to every thread before the run starts
+    fi
     extra=() tracer=""
     if [ -n "${TRACE:-}" ]; then
       extra=(--report-interval=1 --percentile=100)
       trace_status "$WORK/status-$VERSION-${p//\//-}-$r.txt" & tracer=$!
     fi
+    t_start="$(cut -d' ' -f1 /proc/uptime)" # seconds since boot: the samplers' clock
     res="$(sysbench oltp_write_only --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$MYSQL_PORT" \
       --mysql-user="$MYSQL_USER" --mysql-password="$MYSQL_PWD" --mysql-db="$MYSQL_DATABASE" \
       --tables="$TABLES" --table-size="$ROWS" --threads=1 --time="$SECONDS_" --percentile=95 "${extra[@]}" run)"
@@ -167,8 +187,10 @@ for r in $(seq 1 "$RUNS"); do
     hint="$(xfs_io -c stat "$STORE/instances/$id/data/$MYSQL_DATABASE/sbtest1.ibd" 2>/dev/null | sed -n 's/^fsxattr.cowextsize = //p')"
     if [ -n "$tracer" ]; then
       kill "$tracer"; wait "$tracer" 2>/dev/null || true
-      { grep '^\[' <<<"$res"; cat "$WORK/status-$VERSION-${p//\//-}-$r.txt"; } > "$WORK/trace-$VERSION-${p//\//-}-$r.txt"
+      { echo "# sysbench started at $t_start s since boot"; grep '^\[' <<<"$res"; cat "$WORK/status-$VERSION-${p//\//-}-$r.txt"; } > "$WORK/trace-$VERSION-${p//\//-}-$r.txt"
     fi
+    [ -n "$perfer" ] && { kill -INT "$perfer"; wait "$perfer" 2>/dev/null || true; }
+    [ -n "$sampler" ] && { kill "$sampler"; wait "$sampler" 2>/dev/null || true; }
     "$D" --store "$STORE" down "$id" >/dev/null
     tps="$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' <<<"$res")"
     p95="$(sed -n 's/.*95th percentile: *\([0-9.]*\).*/\1/p' <<<"$res")"

@@ -20,6 +20,7 @@ type doctorReport struct {
 		FS         string `json:"filesystem"`
 		FreeBytes  uint64 `json:"free_bytes"`
 		LoopImage  string `json:"loop_image,omitempty"`
+		LoopCache  string `json:"loop_cache,omitempty"` // "write through" (flushes dropped) or "write back"
 		ServerUser string `json:"server_user"`
 	} `json:"store"`
 	Backends []backend.Probe `json:"backends"`
@@ -63,6 +64,12 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			}
 			if _, err := os.Stat(store.ImagePath(s.Root)); err == nil {
 				rep.Store.LoopImage = store.ImagePath(s.Root)
+				if dev, _ := fsutil.LoopDevice(s.Root); dev != "" {
+					rep.Store.LoopCache = "write back"
+					if fsutil.LoopWriteThrough(dev) {
+						rep.Store.LoopCache = "write through"
+					}
+				}
 			}
 			rep.Backends = backend.ProbeAll(ctx, s.InstancesDir())
 			if b, why, err := backend.Select(ctx, "auto", s.InstancesDir(), ""); err == nil {
@@ -122,6 +129,12 @@ func printDoctor(g *globals, rep doctorReport) {
 	fmt.Fprintf(w, "store      %s (%s, %s free", rep.Store.Path, rep.Store.FS, humanBytes(int64(rep.Store.FreeBytes)))
 	if rep.Store.LoopImage != "" {
 		fmt.Fprintf(w, ", loop image %s", rep.Store.LoopImage)
+		switch rep.Store.LoopCache {
+		case "write through":
+			fmt.Fprint(w, " without cache flushes, synced when something is published")
+		case "write back":
+			fmt.Fprint(w, " with cache flushes")
+		}
 	}
 	fmt.Fprintf(w, "), servers run as %s\n\nbackends\n", rep.Store.ServerUser)
 	for _, p := range rep.Backends {

@@ -105,6 +105,11 @@ func Publish(s *store.Store, tmp string, m *Manifest, phase string) (*Golden, er
 	if err := fsutil.SyncDir(s.GoldensDir()); err != nil {
 		return nil, err
 	}
+	// On a store image whose loop device drops flushes, the syncs above
+	// reached the host's page cache only.
+	if err := fsutil.SyncBacking(s.GoldensDir()); err != nil {
+		return nil, err
+	}
 	faults.At(phase + ":published")
 	return &Golden{Key: m.Key, Dir: final, Manifest: m}, nil
 }

@@ -92,6 +92,15 @@ func MountImage(img, dir string) error {
 	if sameFile(mountedFrom(dir), img) {
 		return nil
 	}
+	xfs := isXFS(img)
+	if xfs {
+		if err := checkAfterStop(img, dir); err != nil {
+			return err
+		}
+		if err := recordAttached(img); err != nil {
+			return err
+		}
+	}
 	var out []byte
 	for attempt := 0; ; attempt++ {
 		out, err = exec.Command("mount", "-o", "loop,nosuid,nodev,discard", img, dir).CombinedOutput()
@@ -109,6 +118,9 @@ func MountImage(img, dir string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("mount %s at %s: %v: %s", img, dir, err, oneLine(out))
+	}
+	if xfs {
+		writeThrough(dir)
 	}
 	return os.Chmod(dir, 0o755)
 }
@@ -214,9 +226,28 @@ func CreateLoopFS(img, dir, fstype string, size int64) error {
 }
 
 // UnmountImage unmounts a loop-backed store; the loop device goes with it
-// (mount -o loop sets autoclear).
+// (mount -o loop sets autoclear). The image is then synced to disk and
+// its attach record removed: the next mount needs no check.
 func UnmountImage(dir string) error {
-	return fsutil.Unmount(dir)
+	img := mountedFrom(dir)
+	if img == "" {
+		return fsutil.Unmount(dir)
+	}
+	lf, err := os.Open(img)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", img, err)
+	}
+	if err := fsutil.Unmount(dir); err != nil {
+		return err
+	}
+	if sameFile(mountedFrom(dir), img) {
+		return nil // mounted there more than once: still attached
+	}
+	return detached(lf)
 }
 
 // oneLine folds a tool's output into one line for an error message.

@@ -248,7 +248,10 @@ func (c *Cache) publish(tree, final string, m *Manifest) error {
 	if err := os.Rename(tree, final); err != nil {
 		return fmt.Errorf("publish %s: %w", filepath.Base(final), err)
 	}
-	return fsutil.SyncDir(c.o.Dir)
+	if err := fsutil.SyncDir(c.o.Dir); err != nil {
+		return err
+	}
+	return fsutil.SyncBacking(c.o.Dir) // a store image without flushes (fsutil/loopcache.go)
 }
 
 // discard renames dir out of the way (one step) and removes it.
