@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/store"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
 
@@ -23,7 +24,7 @@ func (e *env) unmountStoreAtEnd() {
 	e.t.Cleanup(func() {
 		e.run("down", "--all")
 		e.run("gc")
-		_ = fsutil.Unmount(e.store)
+		_ = store.UnmountImage(e.store) // also gives the loop device its flushes back
 	})
 }
 

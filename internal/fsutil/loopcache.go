@@ -1,9 +1,12 @@
 package fsutil
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -66,6 +69,48 @@ func SetLoopWriteThrough(dev string, on bool) error {
 	return nil
 }
 
+// The mode is a setting of the device, not of the attachment: a loop
+// device detached in "write through" mode comes back in it for whoever
+// attaches it next. So dbfork sets write back before it unmounts a store
+// image, sets the mode it wants on every image it mounts, and
+// ResetFreeLoops puts back free devices an unmount outside dbfork (a
+// plain umount, a shutdown's) left behind.
+
+// ResetFreeLoops sets every loop device with nothing attached that drops
+// cache flushes back to passing them on, and says which it reset.
+func ResetFreeLoops() []string {
+	devs, _ := filepath.Glob("/sys/block/loop*")
+	var reset []string
+	for _, d := range devs {
+		dev := filepath.Base(d)
+		if _, err := os.Stat(loopSys(dev, "loop/backing_file")); err == nil {
+			continue // attached: its user set what it wants
+		}
+		if LoopWriteThrough(dev) && SetLoopWriteThrough(dev, false) == nil {
+			reset = append(reset, dev)
+		}
+	}
+	return reset
+}
+
+// giveLoopsFlushes sets the loop devices mounted at points (if any) back
+// to passing cache flushes on, before they are unmounted.
+func giveLoopsFlushes(points []string) {
+	ms, err := Mounts()
+	if err != nil {
+		return
+	}
+	for _, m := range ms {
+		dev, ok := strings.CutPrefix(m.Source, "/dev/")
+		if !ok || !strings.HasPrefix(dev, "loop") || strings.Contains(dev, "/") || !slices.Contains(points, m.Point) {
+			continue
+		}
+		if LoopWriteThrough(dev) {
+			_ = SetLoopWriteThrough(dev, false)
+		}
+	}
+}
+
 // LoopBackingFile names the file behind loop device dev.
 func LoopBackingFile(dev string) (string, error) {
 	b, err := os.ReadFile(loopSys(dev, "loop/backing_file"))
@@ -90,6 +135,12 @@ func SyncBacking(path string) error {
 		return err
 	}
 	f, err := os.Open(img)
+	if errors.Is(err, fs.ErrPermission) {
+		// Someone else's store image (root's, 0600): only its owner can
+		// sync it. After a machine stop the mount-time check still
+		// catches damage (store/attach.go).
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -128,11 +128,16 @@ func Unmount(point string) error {
 	return fmt.Errorf("unmount %s: %w", point, err)
 }
 
-// UnmountAllUnder unmounts every mount at or below dir.
+// UnmountAllUnder unmounts every mount at or below dir. A loop device
+// among them that drops cache flushes gets them back first: it keeps that
+// mode for whoever attaches it next (loopcache.go).
 func UnmountAllUnder(dir string) error {
 	points, err := MountsUnder(dir)
 	if err != nil {
 		return err
+	}
+	if len(points) > 0 {
+		giveLoopsFlushes(points)
 	}
 	for _, p := range points {
 		if err := Unmount(p); err != nil {

@@ -65,15 +65,25 @@ func recordAttached(img string) error {
 	return fsyncPath(img)
 }
 
-// writeThrough turns cache flushes off for the loop device mounted at dir,
-// when the image was recorded as attached in this boot. Best effort: a
-// device left in write-back mode is slower, not less safe.
-func writeThrough(dir string) {
+// setLoopCache sets the cache mode of the loop device mounted at dir: no
+// flushes for an XFS image recorded as attached in this boot, flushes for
+// anything else (the device may come with the mode of its last user, see
+// fsutil/loopcache.go). Best effort for speed: a device left in write-back
+// mode is slower, not less safe; one that cannot be set back to write back
+// is an error.
+func setLoopCache(dir string, xfs bool) error {
 	dev, err := fsutil.LoopDevice(dir)
-	if err != nil || dev == "" || bootID() == "" {
-		return
+	if err != nil || dev == "" {
+		return err
 	}
-	_ = fsutil.SetLoopWriteThrough(dev, true)
+	if xfs && bootID() != "" {
+		_ = fsutil.SetLoopWriteThrough(dev, true)
+		return nil
+	}
+	if fsutil.LoopWriteThrough(dev) {
+		return fsutil.SetLoopWriteThrough(dev, false)
+	}
+	return nil
 }
 
 // detached syncs an image dbfork just unmounted and removes its attach

@@ -92,6 +92,7 @@ func MountImage(img, dir string) error {
 	if sameFile(mountedFrom(dir), img) {
 		return nil
 	}
+	fsutil.ResetFreeLoops() // what unmounts outside dbfork left (fsutil/loopcache.go)
 	xfs := isXFS(img)
 	if xfs {
 		if err := checkAfterStop(img, dir); err != nil {
@@ -119,8 +120,9 @@ func MountImage(img, dir string) error {
 	if err != nil {
 		return fmt.Errorf("mount %s at %s: %v: %s", img, dir, err, oneLine(out))
 	}
-	if xfs {
-		writeThrough(dir)
+	if err := setLoopCache(dir, xfs); err != nil {
+		_ = fsutil.Unmount(dir)
+		return err
 	}
 	return os.Chmod(dir, 0o755)
 }
@@ -240,6 +242,13 @@ func UnmountImage(dir string) error {
 	defer lf.Close()
 	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("lock %s: %w", img, err)
+	}
+	// Flushes back on first: the device keeps its mode after it is
+	// detached, for whoever attaches it next.
+	if dev, _ := fsutil.LoopDevice(dir); dev != "" && fsutil.LoopWriteThrough(dev) {
+		if err := fsutil.SetLoopWriteThrough(dev, false); err != nil {
+			return err
+		}
 	}
 	if err := fsutil.Unmount(dir); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -116,6 +117,18 @@ func TestXFSImageWithoutFlushes(t *testing.T) {
 	}
 	if got := stamp(); got != "" {
 		t.Fatalf("attach record %q left after unmounting", got)
+	}
+	// The device keeps its mode for its next user: unmounting gives it
+	// its flushes back, and a free device left without them (by a plain
+	// umount) is reset at the next store mount.
+	if fsutil.LoopWriteThrough(dev) {
+		t.Fatalf("%s still drops flushes after the store was unmounted", dev)
+	}
+	if err := fsutil.SetLoopWriteThrough(dev, true); err != nil {
+		t.Fatal(err)
+	}
+	if reset := fsutil.ResetFreeLoops(); !slices.Contains(reset, dev) || fsutil.LoopWriteThrough(dev) {
+		t.Fatalf("free %s left dropping flushes (reset %v)", dev, reset)
 	}
 
 	// Attached in an earlier boot, clean: checked, mounted, stamped anew.
