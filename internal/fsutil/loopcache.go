@@ -41,11 +41,18 @@ func LoopDevice(path string) (string, error) {
 			best, src = len(m.Point), m.Source // equal length: the later one is on top
 		}
 	}
-	dev, ok := strings.CutPrefix(src, "/dev/")
-	if !ok || !strings.HasPrefix(dev, "loop") || strings.Contains(dev, "/") {
-		return "", nil
-	}
+	dev, _ := LoopName(src)
 	return dev, nil
+}
+
+// LoopName is the loop device's name in a mount source ("/dev/loop3" ->
+// "loop3"), ok false for anything else.
+func LoopName(source string) (string, bool) {
+	dev, ok := strings.CutPrefix(source, "/dev/")
+	if !ok || !strings.HasPrefix(dev, "loop") || strings.Contains(dev, "/") {
+		return "", false
+	}
+	return dev, true
 }
 
 func loopSys(dev, name string) string { return filepath.Join("/sys/block", dev, name) }
@@ -101,8 +108,8 @@ func giveLoopsFlushes(points []string) {
 		return
 	}
 	for _, m := range ms {
-		dev, ok := strings.CutPrefix(m.Source, "/dev/")
-		if !ok || !strings.HasPrefix(dev, "loop") || strings.Contains(dev, "/") || !slices.Contains(points, m.Point) {
+		dev, ok := LoopName(m.Source)
+		if !ok || !slices.Contains(points, m.Point) {
 			continue
 		}
 		if LoopWriteThrough(dev) {

@@ -81,14 +81,11 @@ func MountImage(img, dir string) error {
 	// Processes opening one store at once take turns on the image (a
 	// lock on the image file itself: autoImage already holds the parent
 	// dir's), and one that finds it mounted by another is done.
-	lf, err := os.Open(img)
+	lf, err := lockImage(img)
 	if err != nil {
 		return err
 	}
 	defer lf.Close()
-	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", img, err)
-	}
 	if sameFile(mountedFrom(dir), img) {
 		return nil
 	}
@@ -127,6 +124,20 @@ func MountImage(img, dir string) error {
 	return os.Chmod(dir, 0o755)
 }
 
+// lockImage opens img and takes its exclusive lock (released when the
+// file is closed): mounts and unmounts of one image take turns.
+func lockImage(img string) (*os.File, error) {
+	lf, err := os.Open(img)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("lock %s: %w", img, err)
+	}
+	return lf, nil
+}
+
 // sameFile says whether paths a and b name one existing file.
 func sameFile(a, b string) bool {
 	if a == "" {
@@ -157,15 +168,12 @@ func mountedFrom(dir string) string {
 			src = m.Source // the last one is on top
 		}
 	}
-	dev, ok := strings.CutPrefix(src, "/dev/")
-	if !ok || !strings.HasPrefix(dev, "loop") || strings.Contains(dev, "/") {
+	dev, ok := fsutil.LoopName(src)
+	if !ok {
 		return ""
 	}
-	b, err := os.ReadFile(filepath.Join("/sys/block", dev, "loop", "backing_file"))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
+	img, _ := fsutil.LoopBackingFile(dev)
+	return img
 }
 
 // CreateLoopFS makes a sparse image of size bytes with the given
@@ -235,14 +243,11 @@ func UnmountImage(dir string) error {
 	if img == "" {
 		return fsutil.Unmount(dir)
 	}
-	lf, err := os.Open(img)
+	lf, err := lockImage(img)
 	if err != nil {
 		return err
 	}
 	defer lf.Close()
-	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", img, err)
-	}
 	// Flushes back on first: the device keeps its mode after it is
 	// detached, for whoever attaches it next.
 	if dev, _ := fsutil.LoopDevice(dir); dev != "" && fsutil.LoopWriteThrough(dev) {
