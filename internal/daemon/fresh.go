@@ -108,7 +108,7 @@ func (d *Daemon) reset(l *lease) error {
 
 // resetDatabase is the fast reset of a lease that has fresh databases:
 // its own database is swapped for a spare (two renames; the old one is
-// dropped in the background), or, with no spare ready, dropped (breaking
+// dropped later, spares.dropLater), or, with no spare ready, dropped (breaking
 // its connections) and cloned again from the idle template, inside the
 // running server.
 func (d *Daemon) resetDatabase(l *lease) (map[string]float64, error) {
@@ -123,18 +123,14 @@ func (d *Daemon) resetDatabase(l *lease) (map[string]float64, error) {
 		err := dc.SwapDatabase(l.life, srv, srv.Database, spare, trash)
 		l.spares.poke() // clone the next spare
 		if err == nil {
-			go func() {
-				if err := dc.DropDatabase(l.life, srv, trash); err != nil && l.life.Err() == nil {
-					d.o.Log.Warn("drop reset database failed", "id", l.ID, "name", trash, "err", err)
-				}
-			}()
+			l.spares.dropLater(srv, trash)
 			return map[string]float64{"swap in a spare database": msSince(t0)}, nil
 		}
 		d.o.Log.Warn("swapping in a spare database failed; cloning one", "id", l.ID, "err", err)
-		go func() { _ = dc.DropDatabase(l.life, srv, spare) }()
+		l.spares.dropLater(srv, spare)
 		t0 = time.Now()
 	}
-	if err := dc.DropDatabase(l.life, srv, srv.Database); err != nil {
+	if err := dc.DropDatabases(l.life, srv, []string{srv.Database}); err != nil {
 		return nil, err
 	}
 	t1 := time.Now()

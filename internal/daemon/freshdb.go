@@ -20,9 +20,21 @@ import (
 // (templateDB) and a few databases cloned from it ahead of need (spareDBs);
 // a lease hands them out one per call and clones the next in the
 // background, so a test never waits for one.
+//
+// Cloning is what a waiting test needs; dropping a used database is not.
+// So a lease clones up to cloneStreams databases at once (PostgreSQL 18
+// runs CREATE DATABASE from one template in parallel: 20 in 0.72 s on two
+// streams against 0.45 s for 10 on one, on two cores) and drops the
+// databases its tests are done with only when its spares are full, or once
+// more than maxDropsLater wait: a burst of short tests then pays for
+// clones alone (a drop of the 1.5 GB bench database costs ~12 ms, a
+// clone ~40 ms), and what a lease never drops goes with its clone.
 const (
-	templateDB = "dbfork_template"
-	spareDBs   = 4
+	templateDB    = "dbfork_template"
+	spareDBs      = 4
+	cloneStreams  = 2
+	maxDropsLater = 32
+	dropBatch     = 4
 )
 
 // spares are the fresh databases of one instance.
@@ -30,7 +42,8 @@ type spares struct {
 	mu     sync.Mutex
 	ready  []string        // cloned, never handed out
 	handed map[string]bool // handed out and not dropped
-	wake   chan struct{}   // a database was taken: clone another
+	drops  []string        // done with, to drop when nothing is to be cloned
+	wake   chan struct{}   // a database was taken or given back: clone or drop
 	// server is the instance's server; a whole-instance reset replaces
 	// it (remakeSpares) while refill and handlers read it. It is nil
 	// while that reset runs, and gen counts the servers, so a database
@@ -44,8 +57,40 @@ type spares struct {
 func (sp *spares) invalidate() {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	sp.server, sp.ready, sp.handed = nil, nil, map[string]bool{}
+	sp.server, sp.ready, sp.handed, sp.drops = nil, nil, map[string]bool{}, nil
 	sp.gen++
+}
+
+// dropLater queues a database of server srv to be dropped by the lease's
+// refill loop; one of an older server is forgotten (it went with its
+// clone).
+func (sp *spares) dropLater(srv *engine.Server, name string) {
+	sp.mu.Lock()
+	if sp.server == srv {
+		sp.drops = append(sp.drops, name)
+	}
+	sp.mu.Unlock()
+	sp.poke()
+}
+
+// work says what the refill loop should do next: clone n databases, or
+// drop up to dropBatch queued ones (taken off the queue), on server srv of generation
+// gen. Nothing to do: n == 0 and drops == nil.
+func (sp *spares) work() (n int, drops []string, srv *engine.Server, gen int) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.server == nil {
+		return 0, nil, nil, sp.gen // a reset remakes the server (and pokes)
+	}
+	n = spareDBs - len(sp.ready)
+	if len(sp.drops) > 0 && (n <= 0 || len(sp.drops) > maxDropsLater) {
+		// A few at a time: a test that takes a spare meanwhile gets
+		// its replacement cloned after this batch, not after all.
+		k := min(len(sp.drops), dropBatch)
+		drops, sp.drops = sp.drops[:k:k], sp.drops[k:]
+		n = 0
+	}
+	return max(n, 0), drops, sp.server, sp.gen
 }
 
 // take hands out a ready spare of server srv (none: "").
@@ -139,38 +184,66 @@ func (d *Daemon) prepareFresh(ctx context.Context, e *entry, in *instance.Instan
 	d.mu.Unlock()
 }
 
-// refill keeps spareDBs databases ready for a lease until it ends.
+// refill keeps spareDBs databases ready for a lease until it ends, and
+// drops the databases its tests gave back (spares first).
 func (d *Daemon) refill(l *lease, dc engine.DatabaseCloner) {
 	sp := l.spares
 	backoff := 50 * time.Millisecond
 	for {
-		select {
-		case <-l.life.Done():
-			return
-		case <-sp.wake:
-		}
-		sp.mu.Lock()
-		n, srv, gen := spareDBs-len(sp.ready), sp.server, sp.gen
-		sp.mu.Unlock()
-		if n <= 0 || srv == nil {
-			continue // full, or a reset remakes the server (and pokes)
-		}
-		made := func(name string) {
-			sp.mu.Lock()
-			if sp.gen == gen {
-				sp.ready = append(sp.ready, name)
-			}
-			sp.mu.Unlock()
-		}
-		if err := dc.CloneDatabases(l.life, srv, templateDB, newDBNames(n), made); err != nil && l.life.Err() == nil {
-			d.o.Log.Warn("cloning spare databases failed", "id", l.ID, "err", err)
+		n, drops, srv, gen := sp.work()
+		if n == 0 && drops == nil {
 			select {
 			case <-l.life.Done():
+				return
+			case <-sp.wake:
+			}
+			continue
+		}
+		var err error
+		if drops != nil {
+			err = dc.DropDatabases(l.life, srv, drops)
+		} else {
+			err = d.cloneSpares(l.life, dc, sp, srv, gen, n)
+		}
+		if err != nil && l.life.Err() == nil {
+			d.o.Log.Warn("fresh databases: cloning or dropping failed", "id", l.ID, "err", err)
+			select {
+			case <-l.life.Done():
+				return
 			case <-time.After(backoff):
 			}
-			sp.poke()
+		}
+		if l.life.Err() != nil {
+			return
 		}
 	}
+}
+
+// cloneSpares clones n spare databases on srv, up to cloneStreams at once.
+func (d *Daemon) cloneSpares(ctx context.Context, dc engine.DatabaseCloner, sp *spares, srv *engine.Server, gen, n int) error {
+	made := func(name string) {
+		sp.mu.Lock()
+		if sp.gen == gen {
+			sp.ready = append(sp.ready, name)
+		}
+		sp.mu.Unlock()
+	}
+	streams := min(n, cloneStreams)
+	errc := make(chan error, streams)
+	for i := 0; i < streams; i++ {
+		k := n / streams
+		if i < n%streams {
+			k++
+		}
+		go func() { errc <- dc.CloneDatabases(ctx, srv, templateDB, newDBNames(k), made) }()
+	}
+	var first error
+	for i := 0; i < streams; i++ {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // CreateDatabase implements api.Service.
@@ -220,9 +293,10 @@ func (d *Daemon) CreateDatabase(ctx context.Context, id string, peer api.Peer) (
 	return db, nil
 }
 
-// DropDatabase implements api.Service. The drop runs in the background
-// (it waits for the database's connections to be broken); the name is
-// gone from the lease at once.
+// DropDatabase implements api.Service. The name is gone from the lease at
+// once; the database is dropped (its connections broken) by the lease's
+// refill loop once no spare is to be cloned (maxDropsLater), or with the
+// lease's clone.
 func (d *Daemon) DropDatabase(ctx context.Context, id, name string, peer api.Peer) error {
 	l, err := d.find(id, peer)
 	if err != nil {
@@ -239,15 +313,8 @@ func (d *Daemon) DropDatabase(ctx context.Context, id, name string, peer api.Pee
 	if !ok {
 		return errs.NotFound("lease %s has no fresh database %q (dropped already, or never handed out)", id, name)
 	}
-	dc := l.entry.eng.(engine.DatabaseCloner)
-	srv := sp.srv()
-	if srv == nil {
-		return nil // a whole-instance reset under way: the database goes with the old clone
-	}
-	go func() {
-		if err := dc.DropDatabase(l.life, srv, name); err != nil && l.life.Err() == nil {
-			d.o.Log.Warn("drop fresh database failed", "id", id, "name", name, "err", err)
-		}
-	}()
+	if srv := sp.srv(); srv != nil {
+		sp.dropLater(srv, name)
+	} // else a whole-instance reset is under way: the database goes with the old clone
 	return nil
 }

@@ -269,8 +269,9 @@ type DatabaseCloner interface {
 	// CloneDatabases creates each of names from template, over one
 	// connection, calling made after each.
 	CloneDatabases(ctx context.Context, srv *Server, template string, names []string, made func(name string)) error
-	// DropDatabase drops name, breaking its connections.
-	DropDatabase(ctx context.Context, srv *Server, name string) error
+	// DropDatabases drops each of names (gone already: not an error),
+	// breaking its connections, over one connection.
+	DropDatabases(ctx context.Context, srv *Server, names []string) error
 	// SwapDatabase breaks name's connections, renames it to trash (for
 	// the caller to drop later) and renames with to name: a database
 	// reset in the time of two renames.

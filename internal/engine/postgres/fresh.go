@@ -93,10 +93,14 @@ func (p *Postgres) CloneDatabases(ctx context.Context, srv *engine.Server, templ
 	return nil
 }
 
-// DropDatabase implements engine.DatabaseCloner.
-func (p *Postgres) DropDatabase(ctx context.Context, srv *engine.Server, name string) error {
-	if err := admin(ctx, srv, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", ident(name))); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
+// DropDatabases implements engine.DatabaseCloner.
+func (p *Postgres) DropDatabases(ctx context.Context, srv *engine.Server, names []string) error {
+	stmts := make([]string, len(names))
+	for i, name := range names {
+		stmts[i] = fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", ident(name))
+	}
+	if err := admin(ctx, srv, stmts...); err != nil {
+		return fmt.Errorf("drop databases %s: %w", strings.Join(names, ", "), err)
 	}
 	return nil
 }
