@@ -141,7 +141,11 @@ func newEngineLsCmd(g *globals) *cobra.Command {
 			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ENGINE\tVERSION\tSERVER\tDIR")
 			for _, in := range all {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", in.Engine, in.Version, in.Server, in.Dir)
+				server := in.Server
+				if in.Damaged != "" {
+					server = damagedNote(in)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", in.Engine, in.Version, server, in.Dir)
 			}
 			return w.Flush()
 		},
@@ -242,6 +246,15 @@ func printCacheReport(w io.Writer, rep engineCacheReport) {
 		fmt.Fprintln(w, "  (empty: a recipe's version = \"16\" fetches PostgreSQL 16 when none is installed)")
 	}
 	for _, in := range rep.Engines {
+		if in.Damaged != "" {
+			fmt.Fprintf(w, "  BAD   %-8s %s: %s\n", in.Engine, in.Version, damagedNote(in))
+			continue
+		}
 		fmt.Fprintf(w, "  ok    %-8s %s (%s)\n", in.Engine, in.Version, in.Server)
 	}
+}
+
+// damagedNote says what is wrong with a cached build and how to mend it.
+func damagedNote(in fetch.Installed) string {
+	return fmt.Sprintf("damaged (%s); remove it with `dbfork engine rm %s@%s` and fetch it again", in.Damaged, in.Engine, in.Version)
 }

@@ -49,6 +49,9 @@ type Installed struct {
 	Name string `json:"name"`
 	Dir  string `json:"dir"`
 	Manifest
+	// Damaged says what the quick check found wrong (List only; empty:
+	// every file of the manifest is there with its mode and size).
+	Damaged string `json:"damaged,omitempty"`
 }
 
 func (c *Cache) notify(format string, a ...any) {
@@ -76,7 +79,11 @@ func (c *Cache) List() ([]Installed, error) {
 		if err != nil || m.Arch != Arch() {
 			continue
 		}
-		out = append(out, Installed{Name: e.Name(), Dir: dir, Manifest: *m})
+		in := Installed{Name: e.Name(), Dir: dir, Manifest: *m}
+		if err := m.check(dir, false); err != nil {
+			in.Damaged = err.Error()
+		}
+		out = append(out, in)
 	}
 	return out, nil
 }
@@ -123,7 +130,20 @@ func (c *Cache) Available(ctx context.Context, engine string) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	return c.o.Maven.Versions(ctx, pkg.Group, pkg.Artifact)
+	all, err := c.o.Maven.Versions(ctx, pkg.Group, pkg.Artifact)
+	if err != nil || pkg.Oldest == "" {
+		return all, err
+	}
+	var usable []string
+	for _, v := range all {
+		if !Less(v, pkg.Oldest) {
+			usable = append(usable, v)
+		}
+	}
+	if len(usable) == 0 {
+		return nil, errs.NotFound("no version of %s:%s at %s or later found through %s (dbfork runs %s %s and later)", pkg.Group, pkg.Artifact, pkg.Oldest, c.o.Maven.Describe(), engine, pkg.Oldest)
+	}
+	return usable, nil
 }
 
 // Install fetches the newest published version matching want (an exact

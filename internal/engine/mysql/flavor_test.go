@@ -22,6 +22,13 @@ func TestParseVersion(t *testing.T) {
 			t.Errorf("%q: got %+v %v", c.out, info, err)
 		}
 	}
+	// The line is part of a golden's key: the same build unpacked in two
+	// engine caches gives one line.
+	a, _ := ParseVersion("/var/cache/a/mariadb-11.4.5-amd64/bin/mariadbd  Ver 11.4.5-MariaDB for Linux on x86_64 (MariaDB Server)")
+	b, _ := ParseVersion("/home/u/.local/share/dbfork/engines/mariadb-11.4.5-amd64/bin/mariadbd  Ver 11.4.5-MariaDB for Linux on x86_64 (MariaDB Server)\n")
+	if a.Line != b.Line || a.Line != "mariadbd  Ver 11.4.5-MariaDB for Linux on x86_64 (MariaDB Server)" {
+		t.Errorf("version lines differ by install path: %q vs %q", a.Line, b.Line)
+	}
 	if _, err := ParseVersion("postgres (PostgreSQL) 15.18"); err == nil {
 		t.Error("a PostgreSQL version parsed as MySQL")
 	}
