@@ -32,9 +32,9 @@ type FreshResult struct {
 
 // Fresh runs one scenario: each client holds one lease for the whole run
 // and repeats: make the data fresh (mode), write one tagged row, check that
-// no earlier row is visible (the data really is the golden's), and, for
-// databases, drop the database.
-func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode string, clients, cycles int) (*FreshResult, error) {
+// no earlier row is visible (the data really is the golden's), spend
+// think on it (a test's own work), and, for databases, drop the database.
+func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode string, clients, cycles int, think time.Duration) (*FreshResult, error) {
 	leases := make([]*api.Lease, clients)
 	for i := range leases {
 		l, err := c.Acquire(ctx, req)
@@ -47,7 +47,7 @@ func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode stri
 		}
 		leases[i] = l
 	}
-	run := &freshRun{c: c, mode: mode, steps: map[string][]float64{}, isolated: true}
+	run := &freshRun{c: c, mode: mode, think: think, steps: map[string][]float64{}, isolated: true}
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < clients; i++ {
@@ -71,7 +71,7 @@ func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode stri
 	r := &FreshResult{Mode: mode, LeaseFresh: leases[0].Fresh, ServerP50: Quantile(run.srv, 0.5), OnDemand: run.onDemand,
 		PoolResult: PoolResult{Clients: clients, Cycles: cycles, Acquires: len(lat), P50Ms: Quantile(lat, 0.5),
 			P99Ms: Quantile(lat, 0.99), MaxMs: Quantile(lat, 1), MeanMs: mean(lat), WriteP50: Quantile(wr, 0.5),
-			Seconds: secs, PerSecond: float64(len(lat)) / secs, Isolated: run.isolated}}
+			Seconds: secs, PerSecond: float64(len(lat)) / secs, Isolated: run.isolated, ThinkMs: ms(think)}}
 	if len(run.steps) > 0 {
 		r.Steps = map[string]float64{}
 		for k, v := range run.steps {
@@ -83,8 +83,9 @@ func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode stri
 
 // freshRun collects what the clients of one Fresh scenario measure.
 type freshRun struct {
-	c    *api.Client
-	mode string
+	c     *api.Client
+	mode  string
+	think time.Duration
 
 	mu           sync.Mutex
 	lat, wr, srv []float64
@@ -114,6 +115,9 @@ func (run *freshRun) cycle(ctx context.Context, l *api.Lease, tag string) error 
 	t = time.Now()
 	others, err := write(ctx, &target, tag)
 	w := ms(time.Since(t))
+	if err == nil {
+		err = thinkFor(ctx, run.think)
+	}
 	if err == nil && dbName != "" {
 		err = run.c.DropDatabase(ctx, l.ID, dbName)
 	}

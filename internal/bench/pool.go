@@ -25,7 +25,8 @@ type PoolResult struct {
 	WriteP50  float64 `json:"write_p50_ms"`
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"cycles_per_second"`
-	Isolated  bool    `json:"isolated"` // no client ever saw another's row
+	Isolated  bool    `json:"isolated"`           // no client ever saw another's row
+	ThinkMs   float64 `json:"think_ms,omitempty"` // each cycle's own work after its write
 	// ReadySteps: p50 of where making the leased instances' time went
 	// (off the client's path: a warm pool made them ahead), and how many
 	// were recycled from released ones rather than cloned.
@@ -35,8 +36,9 @@ type PoolResult struct {
 
 // Pool runs one scenario against a daemon. Each cycle acquires a lease,
 // writes one row tagged with the client and cycle, checks that its
-// database holds no other tagged row, and releases the lease.
-func Pool(ctx context.Context, c *api.Client, req api.AcquireRequest, clients, cycles int) (*PoolResult, error) {
+// database holds no other tagged row, spends think on the data (a test's
+// own work; 0: none), and releases the lease.
+func Pool(ctx context.Context, c *api.Client, req api.AcquireRequest, clients, cycles int, think time.Duration) (*PoolResult, error) {
 	var mu sync.Mutex
 	var acq, wr []float64
 	steps := map[string][]float64{}
@@ -64,6 +66,9 @@ func Pool(ctx context.Context, c *api.Client, req api.AcquireRequest, clients, c
 				t = time.Now()
 				others, err := write(ctx, l, fmt.Sprintf("c%d-%d", i, j))
 				w := ms(time.Since(t))
+				if err == nil {
+					err = thinkFor(ctx, think)
+				}
 				rerr := c.Release(ctx, l.ID)
 				mu.Lock()
 				acq, wr = append(acq, a), append(wr, w)
@@ -95,7 +100,7 @@ func Pool(ctx context.Context, c *api.Client, req api.AcquireRequest, clients, c
 	secs := time.Since(t0).Seconds()
 	r := &PoolResult{Clients: clients, Cycles: cycles, Acquires: len(acq), P50Ms: Quantile(acq, 0.5),
 		P99Ms: Quantile(acq, 0.99), MaxMs: Quantile(acq, 1), MeanMs: mean(acq), WriteP50: Quantile(wr, 0.5),
-		Seconds: secs, PerSecond: float64(len(acq)) / secs, Isolated: isolated, Recycled: recycled}
+		Seconds: secs, PerSecond: float64(len(acq)) / secs, Isolated: isolated, Recycled: recycled, ThinkMs: ms(think)}
 	if len(steps) > 0 {
 		r.ReadySteps = map[string]float64{}
 		for k, v := range steps {
@@ -103,6 +108,22 @@ func Pool(ctx context.Context, c *api.Client, req api.AcquireRequest, clients, c
 		}
 	}
 	return r, nil
+}
+
+// thinkFor stands for a test's own work on its data between the write
+// and the end of the cycle.
+func thinkFor(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // write inserts a tagged row and counts tagged rows from anyone else.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dbfork/dbfork/internal/bench"
 )
@@ -81,4 +82,44 @@ func TestBenchClone(t *testing.T) {
 		t.Errorf("bench larger than the store: exit %d %q", r.code, r.stderr)
 	}
 	e.assertNothingLeft()
+}
+
+// `dbfork bench pool` runs real leases through a private daemon: every
+// cycle's data is the golden's (isolated), --think is each cycle's own
+// time on its data, and bad flags are one-line usage errors.
+func TestBenchPool(t *testing.T) {
+	e := newEnv(t)
+	for _, mode := range []string{"release", "reset"} {
+		t0 := time.Now()
+		r := e.mustRun("bench", "pool", "--mode", mode, "--clients", "1,2", "--cycles", "3", "--think", "100ms", "--json")
+		var doc struct {
+			Mode    string `json:"mode"`
+			Results []struct {
+				bench.PoolResult
+				Mode string `json:"mode"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Results) != 2 || doc.Mode != mode {
+			t.Fatalf("%s: %v %s", mode, err, r.stdout)
+		}
+		out := doc.Results
+		for i, res := range out {
+			if !res.Isolated || res.Clients != i+1 || res.Acquires != 3*(i+1) || res.ThinkMs != 100 {
+				t.Errorf("%s, %d clients: %+v", mode, i+1, res)
+			}
+		}
+		if mode == "reset" && out[0].Mode != "reset" {
+			t.Errorf("reset mode ran %q", out[0].Mode)
+		}
+		// 3 cycles per scenario, one after another per client.
+		if d := time.Since(t0); d < 600*time.Millisecond {
+			t.Errorf("%s: two scenarios of 3 cycles with --think 100ms took %v", mode, d)
+		}
+	}
+	for _, bad := range [][]string{{"--think", "-1s"}, {"--mode", "truncate"}, {"--clients", "0"}, {"--cycles", "0"}} {
+		r := e.run(append([]string{"bench", "pool"}, bad...)...)
+		if r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("bench pool %v: exit %d %q, want one line and 2", bad, r.code, r.stderr)
+		}
+	}
 }

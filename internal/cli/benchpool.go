@@ -26,6 +26,7 @@ type benchPoolFlags struct {
 	file, clientsFlag, backendName, mode string
 	cycles, minFlag, maxFlag             int
 	asJSON                               bool
+	think                                time.Duration
 }
 
 func newBenchPoolCmd(g *globals) *cobra.Command {
@@ -54,6 +55,7 @@ create-database call.`,
 	cmd.Flags().IntVar(&f.maxFlag, "max", 0, "pool max (default: twice the number of clients; in reset and database modes the number of clients)")
 	cmd.Flags().StringVar(&f.backendName, "backend", "auto", "clone backend")
 	cmd.Flags().StringVar(&f.mode, "mode", "release", "what a cycle does: release (acquire/release), reset (in place) or database (a fresh database in the server)")
+	cmd.Flags().DurationVar(&f.think, "think", 0, "time each cycle spends on its data after the write, as a test's own work would (e.g. 50ms)")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -71,6 +73,9 @@ func (f *benchPoolFlags) parse() ([]int, string, error) {
 	}
 	if f.cycles < 1 {
 		return nil, "", errs.Invalid("--cycles %d: need at least 1", f.cycles)
+	}
+	if f.think < 0 {
+		return nil, "", errs.Invalid("--think %v: give a duration of 0 or more (e.g. 50ms)", f.think)
 	}
 	if f.mode != "release" && f.mode != bench.ModeReset && f.mode != bench.ModeDatabase {
 		return nil, "", errs.Invalid("--mode %q: use release, reset or database", f.mode)
@@ -110,6 +115,9 @@ func (f *benchPoolFlags) run(ctx context.Context, g *globals) error {
 	var freshRes []*bench.FreshResult
 	var relRes []*bench.PoolResult
 	op := map[string]string{"release": "acquire", bench.ModeReset: "reset", bench.ModeDatabase: "create db"}[f.mode]
+	if !f.asJSON && f.think > 0 {
+		fmt.Fprintf(g.stdout, "each cycle spends %v on its data after the write (--think)\n", f.think)
+	}
 	if !f.asJSON {
 		fmt.Fprintf(g.stdout, "%-8s %8s %12s %12s %12s %12s %10s %9s\n", "clients", "cycles", op+" p50", op+" p99", op+" max", "write p50", "cycles/s", "isolated")
 	}
@@ -184,10 +192,10 @@ func (f *benchPoolFlags) scenario(ctx context.Context, c *api.Client, abs string
 	}
 	req := api.AcquireRequest{Recipe: abs, Backend: f.backendName, Min: &lo, Max: &hi}
 	if f.mode == "release" {
-		r, err := bench.Pool(ctx, c, req, n, f.cycles)
+		r, err := bench.Pool(ctx, c, req, n, f.cycles, f.think)
 		return r, nil, err
 	}
-	fr, err = bench.Fresh(ctx, c, req, f.mode, n, f.cycles)
+	fr, err = bench.Fresh(ctx, c, req, f.mode, n, f.cycles, f.think)
 	if err != nil {
 		return nil, nil, err
 	}

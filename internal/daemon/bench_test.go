@@ -29,7 +29,7 @@ func BenchmarkAcquire(b *testing.B) {
 			defer func() { w.t = outer }()
 			w.waitPool("warm", func(p api.PoolInfo) bool { return p.Ready >= lo && p.Discarding == 0 })
 			b.ResetTimer()
-			r, err := bench.Pool(context.Background(), w.c, api.AcquireRequest{Recipe: w.recipe, Min: &lo, Max: &hi}, n, max(1, b.N/n))
+			r, err := bench.Pool(context.Background(), w.c, api.AcquireRequest{Recipe: w.recipe, Min: &lo, Max: &hi}, n, max(1, b.N/n), 0)
 			if err != nil {
 				b.Fatal(err)
 			}
