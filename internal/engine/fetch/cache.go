@@ -331,7 +331,35 @@ func (c *Cache) GC() ([]string, error) {
 		}
 		removed = append(removed, p)
 	}
-	return removed, nil
+	return removed, c.removeStaleLocks()
+}
+
+// removeStaleLocks removes the lock files of builds that are not in the
+// cache (a fetch that failed, a build removed) while nobody holds them.
+func (c *Cache) removeStaleLocks() error {
+	entries, err := os.ReadDir(c.o.Dir)
+	if err != nil {
+		return err
+	}
+	present := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		if rest, ok := strings.CutPrefix(name, "tmp-"); ok {
+			name = rest[:max(0, strings.LastIndex(rest, "-"))]
+		}
+		present[name] = true
+	}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || present[name] {
+			continue
+		}
+		if lock, err := lockfile.TryLock(filepath.Join(c.o.Dir, e.Name())); err == nil {
+			lock.Remove()
+			lock.Release()
+		}
+	}
+	return nil
 }
 
 // Verify checks every file of a cached build against its manifest.

