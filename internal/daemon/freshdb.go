@@ -74,8 +74,8 @@ func (sp *spares) dropLater(srv *engine.Server, name string) {
 }
 
 // work says what the refill loop should do next: clone n databases, or
-// drop up to dropBatch queued ones (taken off the queue), on server srv of generation
-// gen. Nothing to do: n == 0 and drops == nil.
+// drop up to dropBatch queued ones (taken off the queue), on server srv
+// of generation gen. Nothing to do: n == 0 and drops == nil.
 func (sp *spares) work() (n int, drops []string, srv *engine.Server, gen int) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
