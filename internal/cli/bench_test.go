@@ -91,7 +91,11 @@ func TestBenchPool(t *testing.T) {
 	e := newEnv(t)
 	for _, mode := range []string{"release", "reset"} {
 		t0 := time.Now()
-		r := e.mustRun("bench", "pool", "--mode", mode, "--clients", "1,2", "--cycles", "3", "--think", "100ms", "--json")
+		args := []string{"bench", "pool", "--mode", mode, "--clients", "1,2", "--cycles", "3", "--think", "100ms", "--json"}
+		if mode == "reset" {
+			args = append(args, "--min", "2") // above one client: the default max follows it
+		}
+		r := e.mustRun(args...)
 		var doc struct {
 			Mode    string `json:"mode"`
 			Results []struct {

@@ -186,6 +186,8 @@ func (f *benchPoolFlags) scenario(ctx context.Context, c *api.Client, abs string
 	}
 	if f.maxFlag > 0 {
 		hi = f.maxFlag
+	} else {
+		hi = max(hi, lo) // a --min above the clients raises the default max
 	}
 	if err := warmPool(ctx, c, abs, f.backendName, lo, hi); err != nil {
 		return nil, nil, err

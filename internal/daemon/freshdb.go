@@ -43,6 +43,7 @@ type spares struct {
 	ready  []string        // cloned, never handed out
 	handed map[string]bool // handed out and not dropped
 	drops  []string        // done with, to drop when nothing is to be cloned
+	closes []string        // done with, their connections not broken yet
 	wake   chan struct{}   // a database was taken or given back: clone or drop
 	// server is the instance's server; a whole-instance reset replaces
 	// it (remakeSpares) while refill and handlers read it. It is nil
@@ -57,40 +58,59 @@ type spares struct {
 func (sp *spares) invalidate() {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	sp.server, sp.ready, sp.handed, sp.drops = nil, nil, map[string]bool{}, nil
+	sp.server, sp.ready, sp.handed, sp.drops, sp.closes = nil, nil, map[string]bool{}, nil, nil
 	sp.gen++
 }
 
 // dropLater queues a database of server srv to be dropped by the lease's
-// refill loop; one of an older server is forgotten (it went with its
-// clone).
+// refill loop, and its connections to be broken before that (a test's
+// pool of idle connections would otherwise hold server slots until the
+// drop); one of an older server is forgotten (it went with its clone).
 func (sp *spares) dropLater(srv *engine.Server, name string) {
 	sp.mu.Lock()
 	if sp.server == srv {
 		sp.drops = append(sp.drops, name)
+		sp.closes = append(sp.closes, name)
 	}
 	sp.mu.Unlock()
 	sp.poke()
 }
 
-// work says what the refill loop should do next: clone n databases, or
-// drop up to dropBatch queued ones (taken off the queue), on server srv
-// of generation gen. Nothing to do: n == 0 and drops == nil.
-func (sp *spares) work() (n int, drops []string, srv *engine.Server, gen int) {
+// job is what the refill loop does next, on server srv of generation
+// gen: break the connections of the databases in close, else clone
+// clone databases, else drop the ones in drop. All zero: nothing to do.
+type job struct {
+	close, drop []string
+	clone       int
+	srv         *engine.Server
+	gen         int
+}
+
+// work takes the next job: closing given-back databases first (one
+// quick statement each), then cloning up to spareDBs, then dropping up
+// to dropBatch given-back ones — before cloning once more than
+// maxDropsLater wait.
+func (sp *spares) work() job {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	j := job{srv: sp.server, gen: sp.gen}
 	if sp.server == nil {
-		return 0, nil, nil, sp.gen // a reset remakes the server (and pokes)
+		return job{gen: sp.gen} // a reset remakes the server (and pokes)
 	}
-	n = spareDBs - len(sp.ready)
+	if len(sp.closes) > 0 {
+		j.close, sp.closes = sp.closes, nil
+		return j
+	}
+	n := spareDBs - len(sp.ready)
 	if len(sp.drops) > 0 && (n <= 0 || len(sp.drops) > maxDropsLater) {
 		// A few at a time: a test that takes a spare meanwhile gets
 		// its replacement cloned after this batch, not after all.
 		k := min(len(sp.drops), dropBatch)
-		drops, sp.drops = sp.drops[:k:k], sp.drops[k:]
-		n = 0
+		j.drop, sp.drops = sp.drops[:k:k], sp.drops[k:]
+		return j
 	}
-	return max(n, 0), drops, sp.server, sp.gen
+	j.clone = max(n, 0)
+	return j
 }
 
 // take hands out a ready spare of server srv (none: "").
@@ -185,13 +205,23 @@ func (d *Daemon) prepareFresh(ctx context.Context, e *entry, in *instance.Instan
 }
 
 // refill keeps spareDBs databases ready for a lease until it ends, and
-// drops the databases its tests gave back (spares first).
+// drops the databases its tests gave back (spares first). Failures are
+// retried after a pause that doubles up to 5 s.
 func (d *Daemon) refill(l *lease, dc engine.DatabaseCloner) {
 	sp := l.spares
-	backoff := 50 * time.Millisecond
+	const firstBackoff = 50 * time.Millisecond
+	backoff := firstBackoff
 	for {
-		n, drops, srv, gen := sp.work()
-		if n == 0 && drops == nil {
+		j := sp.work()
+		var err error
+		switch {
+		case j.close != nil:
+			err = dc.CloseDatabases(l.life, j.srv, j.close)
+		case j.clone > 0:
+			err = d.cloneSpares(l.life, dc, sp, j.srv, j.gen, j.clone)
+		case j.drop != nil:
+			err = dc.DropDatabases(l.life, j.srv, j.drop)
+		default:
 			select {
 			case <-l.life.Done():
 				return
@@ -199,23 +229,20 @@ func (d *Daemon) refill(l *lease, dc engine.DatabaseCloner) {
 			}
 			continue
 		}
-		var err error
-		if drops != nil {
-			err = dc.DropDatabases(l.life, srv, drops)
-		} else {
-			err = d.cloneSpares(l.life, dc, sp, srv, gen, n)
-		}
-		if err != nil && l.life.Err() == nil {
-			d.o.Log.Warn("fresh databases: cloning or dropping failed", "id", l.ID, "err", err)
-			select {
-			case <-l.life.Done():
-				return
-			case <-time.After(backoff):
-			}
-		}
 		if l.life.Err() != nil {
 			return
 		}
+		if err == nil {
+			backoff = firstBackoff
+			continue
+		}
+		d.o.Log.Warn("fresh databases: closing, cloning or dropping failed", "id", l.ID, "err", err)
+		select {
+		case <-l.life.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -294,9 +321,9 @@ func (d *Daemon) CreateDatabase(ctx context.Context, id string, peer api.Peer) (
 }
 
 // DropDatabase implements api.Service. The name is gone from the lease at
-// once; the database is dropped (its connections broken) by the lease's
-// refill loop once no spare is to be cloned (maxDropsLater), or with the
-// lease's clone.
+// once; the lease's refill loop breaks the database's connections next,
+// and drops it once no spare is to be cloned (maxDropsLater), or it goes
+// with the lease's clone.
 func (d *Daemon) DropDatabase(ctx context.Context, id, name string, peer api.Peer) error {
 	l, err := d.find(id, peer)
 	if err != nil {

@@ -56,9 +56,19 @@ func TestFreshDatabases(t *testing.T) {
 	if got := query(t, l.DSN, "select count(*)::text from notes"); got[0] != "1" {
 		t.Errorf("lease database after fresh ones were written: %v", got)
 	}
+	held, err := pgx.Connect(ctx, query1DSN(names[0], l.DSN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close(ctx)
 	if err := w.c.DropDatabase(ctx, l.ID, names[0]); err != nil {
 		t.Fatal(err)
 	}
+	// A database given back loses its connections at once, dropped or not.
+	waitFor(t, "a given-back database's connection broken", func() bool {
+		_, err := held.Exec(ctx, "select 1")
+		return err != nil
+	})
 	for _, c := range []struct {
 		name string
 		kind error
@@ -155,4 +165,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// query1DSN is dsn with its database name replaced by name.
+func query1DSN(name, dsn string) string {
+	u, _, _ := strings.Cut(dsn, "?")
+	i := strings.LastIndex(u, "/")
+	return u[:i+1] + name + strings.TrimPrefix(dsn, u)
 }

@@ -270,8 +270,12 @@ type DatabaseCloner interface {
 	// connection, calling made after each.
 	CloneDatabases(ctx context.Context, srv *Server, template string, names []string, made func(name string)) error
 	// DropDatabases drops each of names (gone already: not an error),
-	// breaking its connections, over one connection.
+	// breaking its connections, over one connection; a name that fails
+	// does not stop the others.
 	DropDatabases(ctx context.Context, srv *Server, names []string) error
+	// CloseDatabases breaks the connections of each of names and refuses
+	// new ones: quick, for databases to be dropped later.
+	CloseDatabases(ctx context.Context, srv *Server, names []string) error
 	// SwapDatabase breaks name's connections, renames it to trash (for
 	// the caller to drop later) and renames with to name: a database
 	// reset in the time of two renames.

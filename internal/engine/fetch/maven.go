@@ -156,8 +156,11 @@ func (m *Maven) run(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, m.Mvn, argv...)
 	cmd.Dir = os.TempDir()
 	cmd.Env = os.Environ()
-	if home, err := os.UserHomeDir(); err == nil {
-		cmd.Env = append(cmd.Env, "MAVEN_OPTS="+strings.TrimSpace(os.Getenv("MAVEN_OPTS")+" -Duser.home="+home))
+	// Not over a user.home the user gave mvn already, and not a home
+	// with blanks (mvn splits MAVEN_OPTS on them).
+	opts := os.Getenv("MAVEN_OPTS")
+	if home, err := os.UserHomeDir(); err == nil && !strings.Contains(opts, "-Duser.home=") && !strings.ContainsAny(home, " \t\n") {
+		cmd.Env = append(cmd.Env, "MAVEN_OPTS="+strings.TrimSpace(opts+" -Duser.home="+home))
 	}
 	cmd.SysProcAttr = dieWithParent()
 	out, err := cmd.CombinedOutput()

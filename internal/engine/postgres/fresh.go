@@ -95,14 +95,45 @@ func (p *Postgres) CloneDatabases(ctx context.Context, srv *engine.Server, templ
 
 // DropDatabases implements engine.DatabaseCloner.
 func (p *Postgres) DropDatabases(ctx context.Context, srv *engine.Server, names []string) error {
-	stmts := make([]string, len(names))
-	for i, name := range names {
-		stmts[i] = fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", ident(name))
+	return eachDatabase(ctx, srv, names, func(c *pgx.Conn, name string) error {
+		_, err := c.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", ident(name)))
+		return err
+	})
+}
+
+// CloseDatabases implements engine.DatabaseCloner.
+func (p *Postgres) CloseDatabases(ctx context.Context, srv *engine.Server, names []string) error {
+	return eachDatabase(ctx, srv, names, func(c *pgx.Conn, name string) error {
+		if _, err := c.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s ALLOW_CONNECTIONS false", ident(name))); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "3D000" { // invalid_catalog_name: dropped already
+				return nil
+			}
+			return err
+		}
+		_, err := c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name)
+		return err
+	})
+}
+
+// eachDatabase runs do for every name over one connection from
+// template1; a name that fails does not stop the others.
+func eachDatabase(ctx context.Context, srv *engine.Server, names []string, do func(*pgx.Conn, string) error) error {
+	c, err := connect(ctx, srv, "template1")
+	if err != nil {
+		return err
 	}
-	if err := admin(ctx, srv, stmts...); err != nil {
-		return fmt.Errorf("drop databases %s: %w", strings.Join(names, ", "), err)
+	defer c.Close(context.Background())
+	var errsOut []error
+	for _, name := range names {
+		if err := do(c, name); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			errsOut = append(errsOut, fmt.Errorf("database %s: %w", name, err))
+		}
 	}
-	return nil
+	return errors.Join(errsOut...)
 }
 
 // SwapDatabase implements engine.DatabaseCloner. A database with
