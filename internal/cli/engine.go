@@ -128,7 +128,7 @@ func newEngineLsCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(g.stdout, strings.Join(vs, "\n"))
 				return nil
 			}
-			all, err := c.List()
+			all, err := c.ListChecked()
 			if err != nil {
 				return err
 			}
@@ -227,7 +227,7 @@ type engineCacheReport struct {
 func cacheReport(o fetch.Options) engineCacheReport {
 	c := fetch.New(o)
 	rep := engineCacheReport{Dir: c.Dir(), Source: c.Source(), Offline: c.Offline(), Engines: []fetch.Installed{}}
-	if all, err := c.List(); err == nil && all != nil {
+	if all, err := c.ListChecked(); err == nil && all != nil {
 		for _, in := range all {
 			in.Files = nil // doctor --json stays short
 			rep.Engines = append(rep.Engines, in)

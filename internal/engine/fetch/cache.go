@@ -49,7 +49,7 @@ type Installed struct {
 	Name string `json:"name"`
 	Dir  string `json:"dir"`
 	Manifest
-	// Damaged says what the quick check found wrong (List only; empty:
+	// Damaged says what the quick check found wrong (ListChecked only; empty:
 	// every file of the manifest is there with its mode and size).
 	Damaged string `json:"damaged,omitempty"`
 }
@@ -79,13 +79,22 @@ func (c *Cache) List() ([]Installed, error) {
 		if err != nil || m.Arch != Arch() {
 			continue
 		}
-		in := Installed{Name: e.Name(), Dir: dir, Manifest: *m}
-		if err := m.check(dir, false); err != nil {
-			in.Damaged = err.Error()
-		}
-		out = append(out, in)
+		out = append(out, Installed{Name: e.Name(), Dir: dir, Manifest: *m})
 	}
 	return out, nil
+}
+
+// ListChecked is List with each build's quick check (every file of its
+// manifest there with its mode and size) in Damaged: for `engine ls` and
+// doctor, not for finding an engine (Find checks only the one it picks).
+func (c *Cache) ListChecked() ([]Installed, error) {
+	all, err := c.List()
+	for i := range all {
+		if err := all[i].Manifest.check(all[i].Dir, false); err != nil {
+			all[i].Damaged = err.Error()
+		}
+	}
+	return all, err
 }
 
 // Find returns the newest cached build of engine matching want, checked

@@ -153,7 +153,7 @@ func TestFetchThroughMvn(t *testing.T) {
 	if _, err := offline.Ensure(ctx, "postgres", "16"); err == nil || !strings.Contains(err.Error(), "dbfork engine rm postgres@"+pgVersion) {
 		t.Fatalf("damaged cache entry used: %v", err)
 	}
-	if all, err := offline.List(); err != nil || len(all) != 1 || !strings.Contains(all[0].Damaged, rel) {
+	if all, err := offline.ListChecked(); err != nil || len(all) != 1 || !strings.Contains(all[0].Damaged, rel) {
 		t.Fatalf("engine ls of a damaged build: %+v %v", all, err)
 	}
 	if err := offline.Remove(ctx, "postgres", pgVersion); err != nil {
