@@ -13,6 +13,7 @@ import (
 
 func newGCCmd(g *globals) *cobra.Command {
 	var all, asJSON bool
+	var exp expiryFlags
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Remove leftovers of crashed runs: half-built goldens, orphan clones, their servers and mounts",
@@ -20,7 +21,13 @@ func newGCCmd(g *globals) *cobra.Command {
 builder died (stopping the build server they recorded), instances whose
 holder died or whose server is gone (stopping the recorded server, checked
 by PID and start time, never by name; unmounting; removing). Live
-instances made by "dbfork up" are kept unless --all is given.`,
+instances made by "dbfork up" are kept unless --all is given.
+
+It also removes goldens that expired: each recipe keeps the --keep goldens
+it used last (default 3); a golden that a running instance or lease
+clones from, one pinned with "dbfork pin", and one used in the last
+--min-idle are always kept; with --budget, the least recently used of the
+rest go until all goldens fit in it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.openStore()
@@ -39,6 +46,10 @@ instances made by "dbfork up" are kept unless --all is given.`,
 			for _, p := range oci.ReapPushDirs(s) {
 				fmt.Fprintf(g.stdout, "removed interrupted push dir %s\n", p)
 			}
+			expired, freed, expFailed, err := expireGoldens(g, s, &exp)
+			if err != nil {
+				return err
+			}
 			if asJSON {
 				if builds == nil {
 					builds = []golden.Leftover{}
@@ -46,9 +57,20 @@ instances made by "dbfork up" are kept unless --all is given.`,
 				if insts == nil {
 					insts = []instance.Reaped{}
 				}
-				return printJSON(g.stdout, map[string]any{"builds": builds, "instances": insts})
+				if expired == nil {
+					expired = []golden.Expired{}
+				}
+				return printJSON(g.stdout, map[string]any{"builds": builds, "instances": insts,
+					"expired_goldens": expired, "freed_bytes": freed})
 			}
-			var failed int
+			failed := expFailed
+			for _, e := range expired {
+				fmt.Fprintf(g.stdout, "removed golden %s (%s, last used %s): %s\n", e.Key[:12], humanBytes(e.Bytes),
+					e.LastUsed.Format("2006-01-02 15:04"), e.Reason)
+			}
+			if len(expired) > 0 {
+				fmt.Fprintf(g.stdout, "freed %s of goldens\n", humanBytes(freed))
+			}
 			for _, b := range builds {
 				if b.Error != "" {
 					failed++
@@ -68,7 +90,7 @@ instances made by "dbfork up" are kept unless --all is given.`,
 			if failed > 0 {
 				return fmt.Errorf("gc could not remove %d leftovers (see above)", failed)
 			}
-			if len(builds)+len(insts)+len(fetches) == 0 {
+			if len(builds)+len(insts)+len(fetches)+len(expired) == 0 {
 				fmt.Fprintln(g.stdout, "nothing to remove")
 			}
 			return nil
@@ -76,5 +98,6 @@ instances made by "dbfork up" are kept unless --all is given.`,
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "also stop live instances made by `dbfork up`")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	exp.add(cmd)
 	return cmd
 }

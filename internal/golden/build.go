@@ -81,8 +81,17 @@ type Keyed struct {
 
 // BuildKeyed is Build for a caller that has already computed the key
 // (the daemon, which keeps its own hash cache and golden table): the
-// inputs are not hashed twice.
+// inputs are not hashed twice. The golden it returns is marked used by
+// the recipe, so gc keeps each recipe's latest goldens.
 func BuildKeyed(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, k Keyed, o Options) (*Result, error) {
+	res, err := buildKeyed(ctx, s, eng, r, k, o)
+	if err == nil {
+		MarkUsed(s, res.Golden.Key, r.Path)
+	}
+	return res, err
+}
+
+func buildKeyed(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, k Keyed, o Options) (*Result, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

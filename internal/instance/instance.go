@@ -68,6 +68,7 @@ func (in *Instance) Release() {
 // that makes something gc must undo (a mount, a process).
 func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, o Options) (in *Instance, err error) {
 	t0 := time.Now()
+	golden.MarkUsed(s, g.Key, "")
 	if err := golden.Share(s, g); err != nil {
 		return nil, err
 	}

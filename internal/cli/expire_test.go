@@ -1,0 +1,88 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// buildVersion changes the seed (as a migration change would) and builds,
+// returning the new golden's key.
+func buildVersion(t *testing.T, e *env, n int) string {
+	t.Helper()
+	seed := fmt.Sprintf("insert into items(name) select 'v%d ' || g from generate_series(1, 100) g;\n", n)
+	if err := os.WriteFile(filepath.Join(e.proj, "seed", "01.sql"), []byte(seed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Key string `json:"key"`
+	}
+	r := e.mustRun("build", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out.Key) != 64 {
+		t.Fatalf("build --json: %v: %s", err, r.stdout)
+	}
+	return out.Key
+}
+
+func goldenKeys(t *testing.T, e *env) map[string]bool {
+	keys := map[string]bool{}
+	for _, g := range e.ls().Goldens {
+		keys[g.Key] = true
+	}
+	return keys
+}
+
+// The oscar case: every migration change leaves a golden behind. gc keeps
+// each recipe's latest, what instances use and what is pinned.
+func TestGCExpiresGoldens(t *testing.T) {
+	e := newEnv(t)
+	var keys []string
+	for i := 0; i < 5; i++ {
+		keys = append(keys, buildVersion(t, e, i))
+	}
+	// keys[0] is pinned, keys[1] has a running instance.
+	e.mustRun("pin", keys[0][:12])
+	// up builds the current recipe; point it at keys[1]'s seed first.
+	buildVersion(t, e, 1)
+	up := e.mustRun("up", "--json")
+	var inst struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(up.stdout), &inst); err != nil {
+		t.Fatalf("up --json: %v: %s", err, up.stdout)
+	}
+	// The default rule keeps anything used in the last hour: nothing goes.
+	if r := e.mustRun("gc"); strings.Contains(r.stdout, "removed golden") {
+		t.Fatalf("gc removed a golden used minutes ago:\n%s", r.stdout)
+	}
+	// Last used: keys[1] (the rebuild), then 4, 3, 2, 0. Keep 2 → 1 and 4
+	// by rank; 0 pinned; 3 and 2 go.
+	r := e.mustRun("gc", "--keep", "2", "--min-idle", "0s")
+	left := goldenKeys(t, e)
+	for i, want := range []bool{true, true, false, false, true} {
+		if left[keys[i]] != want {
+			t.Errorf("golden %d (%s) kept=%v, want %v\ngc said:\n%s", i, keys[i][:12], left[keys[i]], want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "freed ") {
+		t.Errorf("gc did not say what it freed:\n%s", r.stdout)
+	}
+	// A budget of one byte takes all but the pinned and the used one.
+	e.mustRun("pin", "--remove", keys[0][:12])
+	e.mustRun("gc", "--keep", "5", "--min-idle", "0s", "--budget", "1")
+	left = goldenKeys(t, e)
+	if len(left) != 1 || !left[keys[1]] {
+		t.Errorf("after a 1-byte budget: %v, want only the golden instance %s uses (%s)", left, inst.ID, keys[1][:12])
+	}
+	e.mustRun("down", inst.ID)
+	e.mustRun("gc", "--keep", "0", "--min-idle", "0s")
+	if left = goldenKeys(t, e); len(left) != 0 {
+		t.Errorf("gc --keep 0 with nothing in use left %v", left)
+	}
+	if r := e.run("gc", "--keep", "-1"); r.code != 2 || !strings.Contains(r.stderr, "--keep") {
+		t.Errorf("gc --keep -1: exit %d, %q; want 2 and a line naming --keep", r.code, r.stderr)
+	}
+}
