@@ -7,11 +7,12 @@ import (
 
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/oci"
+	"github.com/dbfork/dbfork/internal/store"
 )
 
 func newBuildCmd(g *globals) *cobra.Command {
 	var file string
-	var asJSON bool
+	var asJSON, explain bool
 	var cacheFrom, cacheTo string
 	var rf registryFlags
 	cmd := &cobra.Command{
@@ -56,12 +57,13 @@ func newBuildCmd(g *globals) *cobra.Command {
 				}
 			}
 			m := res.Golden.Manifest
+			why := explainBuild(g, s, r.Path, res, explain || g.verbose)
 			if asJSON {
 				return printJSON(g.stdout, map[string]any{
 					"key": res.Golden.Key, "built": res.Built, "waited": res.Waited,
 					"engine": m.Engine, "engine_version": m.EngineVersion,
 					"dir": res.Golden.Dir, "total_bytes": m.TotalBytes, "build_seconds": m.BuildSeconds,
-					"pulled": res.Pulled, "pushed": pushed,
+					"pulled": res.Pulled, "pushed": pushed, "changes": why,
 				})
 			}
 			fmt.Fprintln(g.stdout, res.Golden.Key)
@@ -70,8 +72,43 @@ func newBuildCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "recipe file (default ./dbfork.toml)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&explain, "explain", false, "say why the golden was built or reused: the inputs that changed since this recipe's last golden (also -v)")
 	cmd.Flags().StringVar(&cacheFrom, "cache-from", "", "pull the golden from this registry repository if it holds the key (overrides [cache] from)")
 	cmd.Flags().StringVar(&cacheTo, "cache-to", "", "push the golden to this registry repository (overrides [cache] to)")
 	rf.add(cmd)
 	return cmd
+}
+
+// explainBuild compares the golden with the one this recipe used last
+// and, when asked, says on stderr why it was built or reused.
+func explainBuild(g *globals, s *store.Store, recipePath string, res *golden.Result, say bool) []string {
+	if !res.Built && !res.Pulled {
+		if say {
+			fmt.Fprintf(g.stderr, "dbfork: reused golden %s: every input is as it was when it was built\n", golden.Short(res.Golden.Key))
+		}
+		return []string{}
+	}
+	prev, changes := golden.Explain(s, recipePath, res.Golden)
+	if changes == nil {
+		changes = []string{}
+	}
+	if !say {
+		return changes
+	}
+	how := "built golden " + golden.Short(res.Golden.Key)
+	if res.Pulled {
+		how = "pulled golden " + golden.Short(res.Golden.Key)
+	}
+	switch {
+	case prev == nil:
+		fmt.Fprintf(g.stderr, "dbfork: %s: no earlier golden of %s in this store\n", how, recipePath)
+	case len(changes) == 0:
+		fmt.Fprintf(g.stderr, "dbfork: %s: inputs as golden %s's (a step's environment or dbfork's key format changed)\n", how, golden.Short(prev.Key))
+	default:
+		fmt.Fprintf(g.stderr, "dbfork: %s; since golden %s:\n", how, golden.Short(prev.Key))
+		for _, c := range changes {
+			fmt.Fprintf(g.stderr, "dbfork:   %s\n", c)
+		}
+	}
+	return changes
 }

@@ -86,3 +86,56 @@ func TestGCExpiresGoldens(t *testing.T) {
 		t.Errorf("gc --keep -1: exit %d, %q; want 2 and a line naming --keep", r.code, r.stderr)
 	}
 }
+
+// The oscar case: a run step that imports Python migrations writes
+// __pycache__ into its own input dir; the next build must not see new
+// inputs. And --explain names what did change.
+func TestBuildIgnoresByProductsAndExplains(t *testing.T) {
+	e := newEnv(t)
+	mig := filepath.Join(e.proj, "migrations")
+	if err := os.MkdirAll(mig, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mig, "0001_init.py"), []byte("# one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// As the caller (files it writes belong to it), like `manage.py migrate`.
+	recipe := `engine = "postgres"
+database = "shop"
+owner = "shop"
+
+[[load]]
+sql = ["schema.sql"]
+
+[[load]]
+name = "migrate"
+run = "mkdir -p migrations/__pycache__ && date +%N > migrations/__pycache__/0001_init.cpython-311.pyc && date +%N > migrations/.0001_init.py.swp"
+inputs = ["migrations"]
+`
+	if err := os.WriteFile(filepath.Join(e.proj, "dbfork.toml"), []byte(recipe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := e.mustRun("build", "--json")
+	second := e.mustRun("build", "--json", "--explain")
+	var a, b struct {
+		Key   string `json:"key"`
+		Built bool   `json:"built"`
+	}
+	json.Unmarshal([]byte(first.stdout), &a)
+	json.Unmarshal([]byte(second.stdout), &b)
+	if a.Key == "" || a.Key != b.Key || b.Built {
+		t.Fatalf("the build's own __pycache__ changed the key: first %+v, second %+v", a, b)
+	}
+	if !strings.Contains(second.stderr, "reused golden "+a.Key[:12]) {
+		t.Errorf("--explain on a reuse said %q", second.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(mig, "0002_more.py"), []byte("# two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third := e.mustRun("build", "--explain")
+	for _, want := range []string{"built golden ", "since golden " + a.Key[:12], "added step 2 migrations/0002_more.py"} {
+		if !strings.Contains(third.stderr, want) {
+			t.Errorf("--explain after adding a migration: %q lacks %q", third.stderr, want)
+		}
+	}
+}

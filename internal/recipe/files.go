@@ -50,10 +50,14 @@ func (r *Recipe) expand(pattern string) ([]string, error) {
 	}
 	sort.Strings(matches)
 	var out []string
+	wild := strings.ContainsAny(pattern, "*?[")
 	for _, m := range matches {
 		fi, err := os.Stat(m)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", m, err)
+		}
+		if wild && r.skip(m, fi.IsDir()) {
+			continue // a glob's match that is a by-product (.dbforkignore)
 		}
 		if !fi.IsDir() {
 			out = append(out, m)
@@ -62,6 +66,12 @@ func (r *Recipe) expand(pattern string) ([]string, error) {
 		err = filepath.WalkDir(m, func(p string, d os.DirEntry, err error) error {
 			if err != nil {
 				return err
+			}
+			if p != m && r.skip(p, d.IsDir()) {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
 			}
 			if d.Type().IsRegular() {
 				out = append(out, p)

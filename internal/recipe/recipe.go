@@ -37,6 +37,11 @@ type Recipe struct {
 	Steps    []Step
 	Pool     Pool
 	Cache    Cache // registries the golden is pulled from / pushed to (not part of the key)
+	// Gitignore: files the recipe dir's .gitignore names are not inputs
+	// either (gitignore = true); .dbforkignore and DefaultIgnores always
+	// apply below input dirs.
+	Gitignore bool
+	ignores   ignoreRules
 }
 
 // Cache names OCI repositories ("registry/repo") from which a golden is
@@ -101,6 +106,7 @@ type rawRecipe struct {
 	Load     []rawStep      `toml:"load"`
 	Pool     *rawPool       `toml:"pool"`
 	Cache    *rawCache      `toml:"cache"`
+	Gitign   bool           `toml:"gitignore"`
 }
 
 type rawCache struct {
@@ -176,9 +182,12 @@ func Parse(path string, data []byte) (*Recipe, error) {
 		for i, k := range undec {
 			keys[i] = k.String()
 		}
-		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm/hot, [cache] from/to)", name, keys[0])
+		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, gitignore, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm/hot, [cache] from/to)", name, keys[0])
 	}
-	r := &Recipe{Path: path, Dir: filepath.Dir(path)}
+	r := &Recipe{Path: path, Dir: filepath.Dir(path), Gitignore: raw.Gitign}
+	if r.ignores, err = loadIgnores(r.Dir, r.Gitignore); err != nil {
+		return nil, errs.Invalid("%s: %v", name, err)
+	}
 	if err := r.fill(name, &raw); err != nil {
 		return nil, err
 	}
