@@ -19,7 +19,8 @@ func RunCommand(ctx context.Context, b Build, st Step, connEnv map[string]string
 	cmd.Dir = b.Dir
 	cmd.Env = WithClientPath(os.Environ(), connEnv)
 	tailBuf := &ringBuffer{max: 4096}
-	cmd.Stdout = io.MultiWriter(out, tailBuf)
+	errLine := &errorLine{}
+	cmd.Stdout = io.MultiWriter(out, tailBuf, errLine)
 	cmd.Stderr = cmd.Stdout
 	// Its own process group, so cancelling kills the whole pipeline.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -50,6 +51,9 @@ func RunCommand(ctx context.Context, b Build, st Step, connEnv map[string]string
 	lines := strings.Split(strings.TrimRight(tailBuf.String(), "\n"), "\n")
 	if len(lines) > 3 {
 		lines = lines[len(lines)-3:]
+	}
+	if first := errLine.String(); first != "" && !strings.Contains(strings.Join(lines, "\n"), first) {
+		return fmt.Errorf("command %q failed with %s: %s (output ends: %s)", st.Command, status, first, strings.Join(lines, " | "))
 	}
 	return fmt.Errorf("command %q failed with %s; output ends: %s", st.Command, status, strings.Join(lines, " | "))
 }
