@@ -263,7 +263,7 @@ func (s *Server) leases(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) pools(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, map[string]any{"pools": s.svc.Pools()})
+	writeJSON(w, 200, map[string]any{"pools": s.svc.Pools(peerOf(r))})
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {

@@ -25,7 +25,7 @@ func (s *stub) Acquire(context.Context, AcquireRequest, Peer) (*Lease, error) {
 func (s *stub) Release(string, Peer) error        { return nil }
 func (s *stub) Keep(string, Peer) (*Lease, error) { return &Lease{}, nil }
 func (s *stub) Leases(Peer) []Lease               { return nil }
-func (s *stub) Pools() []PoolInfo                 { return nil }
+func (s *stub) Pools(Peer) []PoolInfo             { return nil }
 func (s *stub) Reset(context.Context, string, Peer) (*Lease, error) {
 	return &Lease{}, nil
 }

@@ -27,7 +27,9 @@ type Service interface {
 	Release(id string, peer Peer) error
 	Keep(id string, peer Peer) (*Lease, error)
 	Leases(peer Peer) []Lease
-	Pools() []PoolInfo
+	// Pools lists the pools the caller made or leased from (every pool
+	// for root and TCP token holders).
+	Pools(peer Peer) []PoolInfo
 	// Reset takes a lease's instance back to the golden state in place.
 	Reset(ctx context.Context, id string, peer Peer) (*Lease, error)
 	// CreateDatabase hands out a fresh database inside a lease's server

@@ -65,6 +65,7 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 	if err != nil {
 		return nil, err
 	}
+	d.usedBy(e, peer)
 	wait := DefaultWait
 	if req.WaitSeconds > 0 {
 		wait = time.Duration(req.WaitSeconds * float64(time.Second))
