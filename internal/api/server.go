@@ -53,6 +53,8 @@ func NewServer(svc Service, token string, log *slog.Logger) *Server {
 	mux.HandleFunc("POST /v1/leases/{id}/databases", s.createDatabase)
 	mux.HandleFunc("DELETE /v1/leases/{id}/databases/{name}", s.dropDatabase)
 	mux.HandleFunc("GET /v1/pools", s.pools)
+	mux.HandleFunc("DELETE /v1/instances/{id}", s.downKept)
+	mux.HandleFunc("POST /v1/instances/{id}/reset", s.resetKept)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errs.NotFound("no API call %s %s (see docs/api.md)", r.Method, r.URL.Path))
 	})
@@ -298,6 +300,27 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l, err := s.svc.Reset(r.Context(), r.PathValue("id"), peerOf(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, l)
+}
+
+func (s *Server) downKept(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.DownKept(r.Context(), r.PathValue("id"), peerOf(r)); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) resetKept(w http.ResponseWriter, r *http.Request) {
+	if err := emptyBody(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	l, err := s.svc.ResetKept(r.Context(), r.PathValue("id"), peerOf(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return

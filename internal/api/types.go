@@ -36,6 +36,11 @@ type Service interface {
 	// (Lease.Fresh == FreshDatabase); DropDatabase drops one early.
 	CreateDatabase(ctx context.Context, id string, peer Peer) (*Database, error)
 	DropDatabase(ctx context.Context, id, name string, peer Peer) error
+	// DownKept and ResetKept act on an instance kept through the daemon
+	// (POST /v1/leases/{id}/keep, `dbfork up`) for the peer who kept it
+	// (or root): its record is the daemon's, which that peer may not read.
+	DownKept(ctx context.Context, id string, peer Peer) error
+	ResetKept(ctx context.Context, id string, peer Peer) (*Lease, error)
 }
 
 // How a lease gives a test fresh data (Lease.Fresh).
