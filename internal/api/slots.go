@@ -19,8 +19,10 @@ const (
 	// wait in the kernel's backlog.
 	MaxTCPConns = 64
 	// MaxStrangerConns caps connections that have not shown the token;
-	// a new one hangs up on the oldest.
-	MaxStrangerConns = 16
+	// a new one hangs up on the oldest. It is also the burst of new
+	// connections token holders can open at once without one of them
+	// being hung up on before its first request is read.
+	MaxStrangerConns = 32
 	// StrangerGrace is how long a new connection has to send a request
 	// carrying the token.
 	StrangerGrace = 3 * time.Second
