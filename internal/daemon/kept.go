@@ -23,7 +23,9 @@ func (d *Daemon) keptFor(id string, peer api.Peer) (*instance.State, error) {
 		return nil, errs.Invalid("instance id %q is not an instance id (8 hex digits)", id)
 	}
 	st, err := instance.Load(d.o.Store, id)
-	if err != nil || !st.Detached || st.Owner == nil || !peer.Owns(*st.Owner) {
+	// UID -1: a peer whose credentials the kernel did not give owns
+	// nothing, not even what TCP callers (owner -1) kept.
+	if err != nil || !st.Detached || st.Owner == nil || !(peer.All() || peer.UID >= 0 && peer.UID == *st.Owner) {
 		// Another user's instance is not there for you.
 		return nil, errs.NotFound("no instance %s kept through this daemon by you (see `dbfork ls`)", id)
 	}
