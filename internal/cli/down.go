@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/spf13/cobra"
 
@@ -55,6 +56,19 @@ func newDownCmd(g *globals) *cobra.Command {
 					continue
 				}
 				err := instance.Down(cmd.Context(), s, id)
+				if err != nil && daemon != nil && !errors.Is(err, errs.ErrConflict) {
+					// Kept through the daemon for us (`up` as a user on
+					// root's store): its record is the daemon's, and so
+					// is the removal.
+					derr := daemon.DownKept(cmd.Context(), id)
+					if derr == nil {
+						fmt.Fprintln(g.stdout, "removed", id)
+						continue
+					}
+					if !errors.Is(derr, errs.ErrNotFound) || errors.Is(err, fs.ErrPermission) {
+						err = derr
+					}
+				}
 				if all && errors.Is(err, errs.ErrNotFound) {
 					continue // removed meanwhile by another dbfork: gone is what --all wants
 				}
