@@ -50,6 +50,7 @@ func newDownCmd(g *globals) *cobra.Command {
 				daemon, _ = api.Dial(cmd.Context(), api.SocketPath(s.Root))
 			}
 			var failed error
+			skipped := 0
 			for _, id := range ids {
 				if daemon != nil && daemon.Release(cmd.Context(), id) == nil {
 					fmt.Fprintln(g.stdout, "released", id)
@@ -74,6 +75,7 @@ func newDownCmd(g *globals) *cobra.Command {
 				}
 				if all && errors.Is(err, errs.ErrConflict) {
 					fmt.Fprintf(g.stderr, "dbfork: skipped %s: in use by another dbfork process\n", id)
+					skipped++
 					continue
 				}
 				if err != nil {
@@ -83,6 +85,10 @@ func newDownCmd(g *globals) *cobra.Command {
 					continue
 				}
 				fmt.Fprintln(g.stdout, "removed", id)
+			}
+			if failed == nil && skipped > 0 {
+				// Not "all are down": say so with the exit status too.
+				return errs.Conflict("%d instance(s) left running: they are in use by another dbfork process (a daemon's pool or lease, or a running `dbfork run`); `dbfork daemon stop` ends the daemon and its instances", skipped)
 			}
 			return failed
 		},
