@@ -20,9 +20,9 @@ import (
 // base dir and fstab; the user then builds and clones on it with reflink,
 // with no --store and no DBFORK_STORE.
 type userStoreWorld struct {
-	t                         *testing.T
-	dir, base, fstab, root    string
-	img, proj, before, pub    string
+	t                      *testing.T
+	dir, base, fstab, root string
+	img, proj, before, pub string
 }
 
 const otherFstabLine = "/dev/sdz9 /srv/elsewhere ext4 defaults 0 2"
