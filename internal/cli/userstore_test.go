@@ -52,10 +52,15 @@ func newUserStoreWorld(t *testing.T, base string) *userStoreWorld {
 // asRoot runs dbfork as root with the test's base dir and fstab.
 func (w *userStoreWorld) asRoot(args ...string) result {
 	w.t.Helper()
+	return w.asRootEnv(nil, args...)
+}
+
+func (w *userStoreWorld) asRootEnv(env []string, args ...string) result {
+	w.t.Helper()
 	args = append(args, "--fstab", w.fstab)
 	c := exec.Command(bin, args...)
 	c.Dir = w.dir
-	c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/root", "DBFORK_USER_STORES=" + w.base}
+	c.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=/root", "DBFORK_USER_STORES=" + w.base}, env...)
 	return runCmd(w.t, c)
 }
 
@@ -133,7 +138,9 @@ func loopsBackedBy(img string) []string {
 
 func TestUserStore(t *testing.T) {
 	w := newUserStoreWorld(t, "")
-	out := w.must(w.asRoot("store", "init", "--user", "nobody", "--size", "2G"), "store init --user nobody")
+	// Plain `sudo dbfork store init`: the user behind sudo.
+	sudo := []string{"SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody"}
+	out := w.must(w.asRootEnv(sudo, "store", "init", "--size", "2G"), "sudo dbfork store init (for nobody)")
 	if !strings.Contains(out, w.root) {
 		t.Errorf("init does not name the store %s: %q", w.root, out)
 	}
@@ -206,7 +213,15 @@ func TestUserStore(t *testing.T) {
 	// Removal is refused while an instance or the daemon holds the store.
 	oneLineErr(t, w.asRoot("store", "rm", "--user", "nobody"), 5, "in use")
 	w.must(w.asUser("down", "--all"), "down --all")
-	w.must(w.asUser("daemon", "start"), "daemon start")
+	// What every test-runner client runs to find the daemon (docs/api.md)
+	// names the user's store.
+	var d struct{ Socket, Store string }
+	if err := json.Unmarshal([]byte(w.must(w.asUser("daemon", "start", "--json"), "daemon start")), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Store != w.root || d.Socket != filepath.Join(w.root, "dbfork.sock") {
+		t.Errorf("daemon start --json as the user: %+v, want the store %s", d, w.root)
+	}
 	oneLineErr(t, w.asRoot("store", "rm", "--user", "nobody"), 5, "in use")
 	w.must(w.asUser("daemon", "stop"), "daemon stop")
 
