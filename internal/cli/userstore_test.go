@@ -363,3 +363,30 @@ func TestDoctorNamesUserStoreInit(t *testing.T) {
 		t.Errorf("doctor on an ext4 store as a user does not name `sudo dbfork store init --user nobody`:\n%s", out)
 	}
 }
+
+// A user's dbfork takes a user store only where root made it: a planted
+// image in a dir others can write, or an image that is not root's, is
+// refused in one line rather than used or silently skipped.
+func TestUserStoreFoundOnlyWhereRootMadeIt(t *testing.T) {
+	w := newUserStoreWorld(t, "")
+	open := filepath.Join(w.dir, "open")
+	if err := os.Mkdir(open, 0o755); err != nil || os.Chmod(open, 0o777) != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(w.dir, "planted")
+	if err := os.Mkdir(planted, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range []string{filepath.Join(open, "nobody.img"), filepath.Join(planted, "nobody.img")} {
+		if err := os.WriteFile(img, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(filepath.Join(planted, "nobody.img"), 12345, 12345); err != nil {
+		t.Fatal(err)
+	}
+	for base, want := range map[string]string{open: "writable by group or others", planted: "not a file of root's alone"} {
+		w.base = base
+		oneLineErr(t, w.asUser("ls"), 2, want)
+	}
+}
