@@ -107,7 +107,10 @@ func newStoreMountCmd(g *globals) *cobra.Command {
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if uf.user != "" {
-				_, err := uf.stores().Mount(uf.user)
+				s, err := uf.stores().Mount(uf.user)
+				if err == nil {
+					fmt.Fprintf(g.stdout, "store of %s mounted at %s\n", s.Name, s.Root)
+				}
 				return err
 			}
 			root, err := g.storeRoot()

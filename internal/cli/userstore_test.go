@@ -238,6 +238,19 @@ func TestUserStore(t *testing.T) {
 	if n := w.must(w.asUser("run", "--", "psql", "-XAtc", "select count(*) from items"), "run after the remount"); strings.TrimSpace(n) != "3001" {
 		t.Errorf("run after the remount: %q", n)
 	}
+	// The command the line names does the same, and writes a lost fstab
+	// entry again.
+	if err := unix.Unmount(w.root, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(w.fstab, []byte(w.before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.must(w.asRoot("store", "mount", "--user", "nobody"), "store mount --user nobody")
+	if opts := mountInfoOptions(t, w.root); !strings.Contains(opts, "nosuid") || readFile(t, w.fstab) != fstab {
+		t.Errorf("after store mount --user: options %q, fstab:\n%s", opts, readFile(t, w.fstab))
+	}
+	w.must(w.asUser("ls"), "ls after store mount --user")
 
 	w.must(w.asRoot("store", "rm", "--user", "nobody"), "store rm --user nobody")
 	if opts := mountInfoOptions(t, w.root); opts != "" {
