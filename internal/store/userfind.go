@@ -1,5 +1,8 @@
 package store
 
+// Removing a user store, and finding it for its user (Locate: the one
+// rule for the default store).
+
 import (
 	"errors"
 	"os"
