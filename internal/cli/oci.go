@@ -73,25 +73,25 @@ func (g *globals) remote(s *store.Store, f registryFlags) golden.Remote {
 // engineCheck refuses a golden built with another server version than
 // the one this machine would build with (an installed server, or one the
 // engine cache holds or may fetch).
-func engineCheck(open func(context.Context, engine.Want) (engine.Engine, error)) func(ctx context.Context, name, version string) error {
-	return func(ctx context.Context, name, version string) error {
+func engineCheck(open func(context.Context, engine.Want) (engine.Engine, error)) oci.EngineCheck {
+	return func(ctx context.Context, name, version string) (engine.Engine, error) {
 		return checkEngine(ctx, open, name, version)
 	}
 }
 
-func checkEngine(ctx context.Context, open func(context.Context, engine.Want) (engine.Engine, error), name, version string) error {
+func checkEngine(ctx context.Context, open func(context.Context, engine.Want) (engine.Engine, error), name, version string) (engine.Engine, error) {
 	eng, err := open(ctx, engine.Want{Engine: name, Version: majorVersion(name, shortVersion(version))})
 	if err != nil {
-		return errs.Unsupported("the golden was built with %s %s, which this machine lacks (%v); install it, or build here: a build with another server version has another key", name, shortVersion(version), err)
+		return nil, errs.Unsupported("the golden was built with %s %s, which this machine lacks (%v); install it, or build here: a build with another server version has another key", name, shortVersion(version), err)
 	}
 	have, err := eng.Version(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if have != version {
-		return errs.Conflict("the golden was built with %s %s but this machine runs %s %s; the exact server version is part of the key, so recipes here have another key: install %s %s, or build here (and push with --cache-to)", name, shortVersion(version), name, shortVersion(have), name, shortVersion(version))
+		return nil, errs.Conflict("the golden was built with %s %s but this machine runs %s %s; the exact server version is part of the key, so recipes here have another key: install %s %s, or build here (and push with --cache-to)", name, shortVersion(version), name, shortVersion(have), name, shortVersion(version))
 	}
-	return nil
+	return eng, nil
 }
 
 // majorVersion is the part of a server version a recipe's version names,

@@ -28,8 +28,12 @@ type Registry struct {
 	// PlainHTTP talks HTTP to every registry; without it only loopback
 	// registries (localhost, 127.0.0.0/8, ::1) are reached over HTTP.
 	PlainHTTP bool
-	// Username and Password, when set, are used for every registry.
+	// PlainHTTPHosts are registries (host[:port]) reached over plain HTTP
+	// that may still be sent credentials.
+	PlainHTTPHosts []string
+	// Username and Password go to the CredentialHosts only.
 	Username, Password string
+	CredentialHosts    []string
 	// DockerConfig is the docker config.json whose auths and credential
 	// helpers are used otherwise ("" or a missing file: anonymous).
 	DockerConfig string

@@ -59,3 +59,7 @@ func finishTree(data string, files []golden.File, u store.User) error {
 	}
 	return nil
 }
+
+// testHookTree is called with the work dir once the tree is made, before
+// any layer is written (tests check who could touch it then).
+var testHookTree func(tmp string)

@@ -20,6 +20,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/faults"
 	"github.com/dbfork/dbfork/internal/golden"
@@ -34,12 +35,16 @@ type Source interface {
 }
 
 // EngineCheck says whether this machine runs the engine and exact server
-// version a golden was built with (nil), or why not.
-type EngineCheck func(ctx context.Context, engine, version string) error
+// version a golden was built with, and returns it (an engine that is an
+// engine.ArtifactChecker checks the pulled data dir's config), or why not.
+type EngineCheck func(ctx context.Context, engine, version string) (engine.Engine, error)
 
 // UnpackOptions tune a pull or an import.
 type UnpackOptions struct {
 	Check    EngineCheck // nil: no check (tests of the format only)
+	// MaxBytes caps the sum of the file sizes a golden declares (0:
+	// DefaultMaxBytes); the store's free space caps it too.
+	MaxBytes int64
 	Log      *slog.Logger
 	Progress func(string)
 	OnWait   func() // another process is pulling or building the same key
@@ -97,7 +102,7 @@ func Unpack(ctx context.Context, s *store.Store, src Source, ref string, o Unpac
 	}
 	key := a.golden.Key
 	if o.Check != nil {
-		if err := o.Check(ctx, a.golden.Engine, a.golden.EngineVersion); err != nil {
+		if _, err := o.Check(ctx, a.golden.Engine, a.golden.EngineVersion); err != nil {
 			return nil, err
 		}
 	}
@@ -209,6 +214,9 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 	data := filepath.Join(tmp, "data")
 	if err := makeTree(data, a.golden.Files); err != nil {
 		return nil, 0, err
+	}
+	if testHookTree != nil {
+		testHookTree(tmp)
 	}
 	x := &extraction{data: data, want: map[string]golden.File{}, sums: newFileSums()}
 	for _, f := range a.golden.Files {

@@ -95,6 +95,14 @@ func artifactOf(t *testing.T, files map[string][]byte, layers ...[]byte) *memSou
 		sum := sha256.Sum256(c)
 		m.Files = append(m.Files, golden.File{Path: p, Size: int64(len(c)), Mode: 0o600, SHA256: hex.EncodeToString(sum[:])})
 	}
+	return artifactFor(t, m, layers...)
+}
+
+// artifactFor makes an artifact of golden manifest m with the given
+// layers, keyed (annotation) as m is.
+func artifactFor(t *testing.T, m *golden.Manifest, layers ...[]byte) *memSource {
+	t.Helper()
+	key := m.Key
 	src := &memSource{blobs: map[digest.Digest][]byte{}}
 	cfg, _ := json.Marshal(m)
 	man := ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ManifestType, ArtifactType: ArtifactType,
