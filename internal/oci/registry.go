@@ -118,6 +118,10 @@ func Pull(ctx context.Context, s *store.Store, ref string, r Registry, o UnpackO
 	if tag == "" {
 		return nil, errs.Invalid("pull %s: give a tag or a digest (registry/repository:KEY or @sha256:…)", ref)
 	}
+	if golden.ValidKey(tag) {
+		o.WantKey = tag
+	}
+	o.Origin = "pull " + ref
 	res, err := Unpack(ctx, s, repo, tag, o)
 	if errors.Is(err, errdef.ErrNotFound) {
 		return nil, errs.NotFound("%s not found in the registry", ref)
@@ -154,6 +158,7 @@ type Remote struct {
 	Registry Registry
 	Check    EngineCheck
 	Pack     PackOptions
+	MaxBytes int64 // UnpackOptions.MaxBytes
 }
 
 // Fetch pulls the golden key from repo; (false, nil) when repo lacks it.
@@ -161,9 +166,13 @@ func (rm *Remote) Fetch(ctx context.Context, s *store.Store, key, repo string) (
 	if strings.ContainsAny(repo, "@") || strings.Count(repo[strings.LastIndex(repo, "/")+1:], ":") > 0 {
 		return false, errs.Invalid("cache repository %s: give it without a tag or digest", repo)
 	}
-	_, err := Pull(ctx, s, repo+":"+key, rm.Registry, UnpackOptions{Check: rm.Check, Locked: true})
+	res, err := Pull(ctx, s, repo+":"+key, rm.Registry, UnpackOptions{Check: rm.Check, Locked: true, MaxBytes: rm.MaxBytes, WantKey: key})
 	if errors.Is(err, errs.ErrNotFound) {
 		return false, nil
+	}
+	if err == nil && res.Key != key {
+		// Unpack refuses this; a second look costs nothing.
+		err = errs.Conflict("%s served golden %s for %s; refused", repo, golden.Short(res.Key), golden.Short(key))
 	}
 	return err == nil, err
 }

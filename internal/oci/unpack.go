@@ -19,6 +19,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
@@ -45,6 +46,12 @@ type UnpackOptions struct {
 	// MaxBytes caps the sum of the file sizes a golden declares (0:
 	// DefaultMaxBytes); the store's free space caps it too.
 	MaxBytes int64
+	// WantKey, when set, is the key asked for (a tag that is a key, a
+	// recipe's key): an artifact keyed otherwise is refused.
+	WantKey string
+	// Origin says where the golden comes from ("REGISTRY/REPO:TAG", the
+	// file); the manifest digest is added.
+	Origin string
 	Log      *slog.Logger
 	Progress func(string)
 	OnWait   func() // another process is pulling or building the same key
@@ -101,8 +108,12 @@ func Unpack(ctx context.Context, s *store.Store, src Source, ref string, o Unpac
 		return nil, err
 	}
 	key := a.golden.Key
+	if o.WantKey != "" && key != o.WantKey {
+		return nil, errs.Conflict("%s holds golden %s, not the %s asked for: a golden is only taken under its own key; refused, nothing was published", ref, golden.Short(key), golden.Short(o.WantKey))
+	}
+	var eng engine.Engine
 	if o.Check != nil {
-		if _, err := o.Check(ctx, a.golden.Engine, a.golden.EngineVersion); err != nil {
+		if eng, err = o.Check(ctx, a.golden.Engine, a.golden.EngineVersion); err != nil {
 			return nil, err
 		}
 	}
@@ -121,7 +132,10 @@ func Unpack(ctx context.Context, s *store.Store, src Source, ref string, o Unpac
 		res.Golden = g
 		return res, nil
 	}
-	g, n, err := unpackLocked(ctx, s, src, a, o)
+	if err := checkSizes(s, a.golden, o.MaxBytes); err != nil {
+		return nil, err
+	}
+	g, n, err := unpackLocked(ctx, s, src, a, eng, o)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +212,7 @@ func corrupt(desc ocispec.Descriptor) error {
 }
 
 // unpackLocked downloads into a tmp- dir, verifies, and publishes.
-func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, o UnpackOptions) (g *golden.Golden, n int64, err error) {
+func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, eng engine.Engine, o UnpackOptions) (g *golden.Golden, n int64, err error) {
 	tmp, err := golden.NewWorkDir(s, a.golden.Key)
 	defer func() {
 		if err != nil && tmp != "" {
@@ -212,13 +226,18 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 	}
 	t := newPhases()
 	data := filepath.Join(tmp, "data")
-	if err := makeTree(data, a.golden.Files); err != nil {
+	dir, err := openDataDir(data)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer unix.Close(dir)
+	if err := makeTree(dir, a.golden.Files); err != nil {
 		return nil, 0, err
 	}
 	if testHookTree != nil {
 		testHookTree(tmp)
 	}
-	x := &extraction{data: data, want: map[string]golden.File{}, sums: newFileSums()}
+	x := &extraction{dir: dir, want: map[string]golden.File{}, sums: newFileSums()}
 	for _, f := range a.golden.Files {
 		if fs.FileMode(f.Mode).IsRegular() {
 			x.want[f.Path] = f
@@ -240,7 +259,15 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 		n += c
 	}
 	t.mark("layers")
-	if err := finishTree(data, a.golden.Files, s.User); err != nil {
+	if err := x.sums.covered(x.want); err != nil {
+		return nil, n, err
+	}
+	if eng != nil {
+		if err := checkArtifact(dir, eng, a.golden); err != nil {
+			return nil, n, err
+		}
+	}
+	if err := finishTree(dir, a.golden.Files, s.User); err != nil {
 		return nil, n, err
 	}
 	faults.At("pull:downloaded")
@@ -253,6 +280,9 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 		return nil, n, err
 	}
 	t.mark("syncfs")
+	if err := golden.WriteOrigin(tmp, o.Origin+"@"+a.desc.Digest.String()); err != nil {
+		return nil, n, err
+	}
 	g, err = golden.Publish(s, tmp, a.golden, "pull")
 	if err != nil {
 		return nil, n, err
@@ -314,7 +344,8 @@ func unpackLayer(ctx context.Context, src Source, desc ocispec.Descriptor, x *ex
 		return 0, err
 	}
 	defer zr.Close()
-	extractErr := x.extract(ctx, tar.NewReader(zr))
+	guard := &inflateGuard{r: zr, in: cr, layer: desc.Digest.Encoded()[:12]}
+	extractErr := x.extract(ctx, tar.NewReader(guard))
 	// Read to the end, so the digest covers the whole blob.
 	if _, err := io.Copy(io.Discard, cr); err != nil && extractErr == nil {
 		return cr.n, fmt.Errorf("fetch layer %s: %w", desc.Digest.Encoded()[:12], err)
