@@ -278,7 +278,9 @@ func TestConcurrentPullsAndEngineCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newStore(t, root, "b")
-	refuse := func(context.Context, string, string) (engine.Engine, error) { return nil, errs.Conflict("other server version") }
+	refuse := func(context.Context, string, string) (engine.Engine, error) {
+		return nil, errs.Conflict("other server version")
+	}
 	if _, err := Pull(ctx, b, repo+":"+g.Key, Registry{}, UnpackOptions{Check: refuse}); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("engine check ignored: %v", err)
 	}

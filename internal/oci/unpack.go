@@ -42,7 +42,7 @@ type EngineCheck func(ctx context.Context, engine, version string) (engine.Engin
 
 // UnpackOptions tune a pull or an import.
 type UnpackOptions struct {
-	Check    EngineCheck // nil: no check (tests of the format only)
+	Check EngineCheck // nil: no check (tests of the format only)
 	// MaxBytes caps the sum of the file sizes a golden declares (0:
 	// DefaultMaxBytes); the store's free space caps it too.
 	MaxBytes int64
@@ -51,7 +51,7 @@ type UnpackOptions struct {
 	WantKey string
 	// Origin says where the golden comes from ("REGISTRY/REPO:TAG", the
 	// file); the manifest digest is added.
-	Origin string
+	Origin   string
 	Log      *slog.Logger
 	Progress func(string)
 	OnWait   func() // another process is pulling or building the same key
