@@ -33,6 +33,17 @@ func fetchRemote(ctx context.Context, s *store.Store, key, repo string, o Option
 		}
 		return false
 	}
+	if ok {
+		// A fetch that says it published key must have: anything else
+		// (a golden under another key) is said, and the build goes on.
+		if _, err := Lookup(s, key); err != nil {
+			o.Log.Warn("the cache reported the golden pulled but the store lacks it; building it", "repo", repo, "key", key)
+			if o.Warn != nil {
+				o.Warn("pulled golden " + short(key) + " from " + repo + " but the store lacks it; building it")
+			}
+			return false
+		}
+	}
 	if !ok {
 		o.Log.Info("cache has no golden of this key (another recipe or server version gives another key); building", "repo", repo, "key", key)
 		if o.Warn != nil {
