@@ -215,11 +215,13 @@ func TestPullRefusals(t *testing.T) {
 	}
 
 	locked := ocitest.Start(t, ocitest.Options{User: "ci", Password: "right"})
-	r = a.runEnv([]string{"DBFORK_REGISTRY_USER=ci", "DBFORK_REGISTRY_PASSWORD=wrong"}, "push", locked.Host+"/goldens/shop")
+	r = a.runEnv([]string{"DBFORK_REGISTRY_USER=ci", "DBFORK_REGISTRY_PASSWORD=wrong", "DBFORK_REGISTRY_HOST=" + locked.Host}, "push", locked.Host+"/goldens/shop")
 	if r.code == 0 || !strings.HasPrefix(r.stderr, "dbfork: registry "+locked.Host+" refused access") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
 		t.Fatalf("push with a wrong password: exit %d, %q", r.code, r.stderr)
 	}
-	a.runEnv([]string{"DBFORK_REGISTRY_USER=ci", "DBFORK_REGISTRY_PASSWORD=right"}, "push", locked.Host+"/goldens/shop")
+	if r := a.runEnv([]string{"DBFORK_REGISTRY_USER=ci", "DBFORK_REGISTRY_PASSWORD=right", "DBFORK_REGISTRY_HOST=" + locked.Host}, "push", locked.Host+"/goldens/shop"); r.code != 0 {
+		t.Fatalf("push with the right password for the named host: %q", r.stderr)
+	}
 }
 
 // MariaDB goldens travel the same way.
