@@ -287,8 +287,9 @@ type DatabaseCloner interface {
 // ArtifactChecker is implemented by engines that can tell whether a data
 // dir made elsewhere (a pulled or imported golden) tells its server to
 // run commands or load code when it starts: recovery or archive commands,
-// preloaded libraries, included config files. files are the data dir's
-// regular files (relative paths); read returns one's content. A golden
+// preloaded libraries, included config files. files are every entry of
+// the data dir (relative paths); read returns a regular file's content
+// and fails for anything else. A golden
 // that does is refused before it is published: an artifact is data.
 type ArtifactChecker interface {
 	CheckArtifact(files []string, read func(rel string) ([]byte, error)) error

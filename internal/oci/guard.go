@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -95,13 +96,21 @@ func checkArtifact(dir int, eng engine.Engine, m *golden.Manifest) error {
 	if !ok {
 		return nil
 	}
-	var files []string
+	// Every entry, not only regular files: a server also reads a config
+	// through a symlink, and takes a signal "file" that is a directory.
+	// Reading either fails (no symlinks are followed), which refuses it.
+	files := make([]string, 0, len(m.Files))
 	for _, f := range m.Files {
-		if fs.FileMode(f.Mode).IsRegular() {
-			files = append(files, f.Path)
-		}
+		files = append(files, f.Path)
 	}
-	if err := ac.CheckArtifact(files, func(rel string) ([]byte, error) { return readBeneath(dir, rel) }); err != nil {
+	read := func(rel string) ([]byte, error) {
+		b, err := readBeneath(dir, rel)
+		if err != nil && !errors.Is(err, errs.ErrInvalid) {
+			return nil, errs.Invalid("the golden's %s cannot be read as a plain file (%v); refused", rel, err)
+		}
+		return b, err
+	}
+	if err := ac.CheckArtifact(files, read); err != nil {
 		return fmt.Errorf("golden %s: %w", golden.Short(m.Key), err)
 	}
 	return nil

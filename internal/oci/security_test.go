@@ -140,6 +140,21 @@ func TestPulledServerConfigRefused(t *testing.T) {
 			assertNoGolden(t, s)
 		})
 	}
+	// The same through a symlink, or a signal "file" that is a dir.
+	evil := filepath.Join(dir, "evil.conf")
+	if err := os.WriteFile(evil, []byte("restore_command = 'touch "+marker+"'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]golden.File{
+		"symlinked config": {Path: "postgresql.auto.conf", Mode: uint32(os.ModeSymlink | 0o777), Link: evil},
+		"signal dir":       {Path: "recovery.signal", Mode: uint32(os.ModeDir | 0o700)},
+	} {
+		m := bigManifest()
+		m.Files = append(m.Files, f)
+		_, err := Unpack(ctx, unpackStore(t), artifactFor(t, m), "x", UnpackOptions{Check: openEngine})
+		t.Logf("%s: %v", name, err)
+		oneLine(t, err, errs.ErrInvalid, f.Path)
+	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("a pulled golden's command ran")
 	}
