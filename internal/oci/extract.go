@@ -60,8 +60,9 @@ type span struct {
 // extract writes the files of one layer's tar stream. The tar is read and
 // decompressed in this goroutine while another hashes and writes what it
 // read, so one big layer keeps both cores busy.
-func (x *extraction) extract(ctx context.Context, tr *tar.Reader) (err error) {
-	w := &entryWriter{x: x, ch: make(chan span, spansOut), free: make(chan []byte, spansOut+1), done: make(chan struct{})}
+// in counts the layer's compressed bytes (nil: no inflation check).
+func (x *extraction) extract(ctx context.Context, tr *tar.Reader, in *countReader, layer string) (err error) {
+	w := &entryWriter{x: x, in: in, layer: layer, ch: make(chan span, spansOut), free: make(chan []byte, spansOut+1), done: make(chan struct{})}
 	go w.run()
 	defer func() {
 		close(w.ch)
@@ -144,6 +145,9 @@ type entryWriter struct {
 	failed atomic.Bool
 	err    error // read after done
 	open   *entry
+	in     *countReader // the layer's compressed bytes
+	layer  string
+	data   int64 // bytes outside zero blocks written from this layer
 }
 
 func (w *entryWriter) buffer() []byte {
@@ -208,7 +212,11 @@ func (w *entryWriter) write(p span) error {
 	}
 	at := e.off + e.done
 	e.done += int64(len(p.buf))
-	e.zeros += zeroBytes(at, p.buf)
+	zeros := zeroBytes(at, p.buf)
+	e.zeros += zeros
+	if err := w.inflated(int64(len(p.buf)) - zeros); err != nil {
+		return err
+	}
 	if e.zeros > e.done-e.zeros+holeSlack {
 		return errs.Invalid("layer entry %q carries holes (zero blocks) that exceed its data by more than %d MiB; refused", e.rel, holeSlack>>20)
 	}

@@ -3,7 +3,6 @@ package oci
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 
 	"golang.org/x/sys/unix"
@@ -19,10 +18,10 @@ const (
 	// DefaultMaxBytes caps the sum of the file sizes a golden declares
 	// (UnpackOptions.MaxBytes overrides it).
 	DefaultMaxBytes = int64(256) << 30
-	// inflateRatio and inflateFloor bound a layer's decompressed bytes:
-	// at most inflateRatio times the compressed bytes read so far, plus
-	// inflateFloor (mostly-empty WAL segments and redo logs compress far
-	// better than tables, but not beyond this).
+	// inflateRatio and inflateFloor bound the data (bytes outside zero
+	// blocks) a layer decompresses to: at most inflateRatio times the
+	// compressed bytes read so far, plus inflateFloor. Zero blocks are
+	// bounded by the declared sizes and holeSlack instead.
 	inflateRatio = 1000
 	inflateFloor = 256 << 20
 )
@@ -54,22 +53,19 @@ func checkSizes(s *store.Store, m *golden.Manifest, max int64) error {
 
 func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
 
-// inflateGuard fails a layer whose decompressed stream outgrows its
-// compressed bytes (in) by more than inflateRatio.
-type inflateGuard struct {
-	r     io.Reader
-	in    *countReader
-	n     int64
-	layer string
-}
-
-func (g *inflateGuard) Read(p []byte) (int, error) {
-	n, err := g.r.Read(p)
-	g.n += int64(n)
-	if g.n > g.in.n*inflateRatio+inflateFloor {
-		return n, errs.Invalid("layer %s inflates to more than %d times its compressed size (%d bytes from %d); refused", g.layer, inflateRatio, g.n, g.in.n)
+// inflated counts n more bytes of data (not zero blocks: those stay
+// holes and cost no space) written from the writer's layer, and fails
+// once they outgrow the compressed bytes read so far by more than
+// inflateRatio.
+func (w *entryWriter) inflated(n int64) error {
+	if w.in == nil {
+		return nil
 	}
-	return n, err
+	w.data += n
+	if in := w.in.read(); w.data > in*inflateRatio+inflateFloor {
+		return errs.Invalid("layer %s inflates to more than %d times its compressed size (%d bytes of data from %d); refused", w.layer, inflateRatio, w.data, in)
+	}
+	return nil
 }
 
 // covered refuses a file whose layer entries do not carry every byte of

@@ -219,6 +219,26 @@ func TestUnpackRefusesOversize(t *testing.T) {
 			assertNoGolden(t, s)
 		})
 	}
+	// What real goldens hold passes: a 1 GiB file that is mostly zero
+	// blocks (a redo log larger than what was written to it).
+	head := content(12, 64<<10)
+	fill := func(off int64, p []byte) {
+		clear(p)
+		if off < int64(len(head)) {
+			copy(p, head[off:])
+		}
+	}
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < gib; off += int64(len(buf)) {
+		fill(off, buf)
+		h.Write(buf)
+	}
+	m := bigManifest(golden.File{Path: "base/redo", Size: gib, SHA256: hex.EncodeToString(h.Sum(nil))})
+	src := artifactFor(t, m, streamLayer(t, streamEntry{path: "base/redo", size: gib, fill: fill}))
+	if _, err := Unpack(context.Background(), unpackStore(t), src, "x", UnpackOptions{}); err != nil {
+		t.Fatalf("a mostly empty 1 GiB file was refused: %v", err)
+	}
 }
 
 // Registry credentials from the environment go to the hosts they are

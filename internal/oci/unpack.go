@@ -344,16 +344,15 @@ func unpackLayer(ctx context.Context, src Source, desc ocispec.Descriptor, x *ex
 		return 0, err
 	}
 	defer zr.Close()
-	guard := &inflateGuard{r: zr, in: cr, layer: desc.Digest.Encoded()[:12]}
-	extractErr := x.extract(ctx, tar.NewReader(guard))
+	extractErr := x.extract(ctx, tar.NewReader(zr), cr, desc.Digest.Encoded()[:12])
 	// Read to the end, so the digest covers the whole blob.
 	if _, err := io.Copy(io.Discard, cr); err != nil && extractErr == nil {
-		return cr.n, fmt.Errorf("fetch layer %s: %w", desc.Digest.Encoded()[:12], err)
+		return cr.read(), fmt.Errorf("fetch layer %s: %w", desc.Digest.Encoded()[:12], err)
 	}
-	if cr.n != desc.Size || !v.Verified() {
-		return cr.n, corrupt(desc)
+	if cr.read() != desc.Size || !v.Verified() {
+		return cr.read(), corrupt(desc)
 	}
-	return cr.n, extractErr
+	return cr.read(), extractErr
 }
 
 // checkFiles refuses a golden manifest whose paths could reach outside
@@ -385,13 +384,17 @@ func checkFiles(files []golden.File) error {
 	return nil
 }
 
+// countReader counts what it reads; the layer's writer reads the count
+// from its own goroutine.
 type countReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (c *countReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
+
+func (c *countReader) read() int64 { return c.n.Load() }

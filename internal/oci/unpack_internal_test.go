@@ -250,7 +250,7 @@ func TestUnpackWriterFailure(t *testing.T) {
 	}
 	defer zr.Close()
 	// "d" does not exist, so the writer cannot create d/f.
-	err = x.extract(context.Background(), tar.NewReader(zr))
+	err = x.extract(context.Background(), tar.NewReader(zr), nil, "test")
 	if err == nil || !strings.Contains(err.Error(), "write golden file") {
 		t.Fatalf("got %v, want the writer's error", err)
 	}
