@@ -27,9 +27,11 @@ func fetchRemote(ctx context.Context, s *store.Store, key, repo string, o Option
 	o.Progress.Step("pull " + short(key) + " from " + repo)
 	ok, err := o.Remote.Fetch(ctx, s, key, repo)
 	if err != nil {
-		o.Log.Warn("could not pull the golden from the cache; building it", "repo", repo, "key", key, "err", err)
+		// One line: the warning where there is one to say, else the log.
 		if o.Warn != nil {
 			o.Warn("could not pull golden " + short(key) + " from " + repo + " (" + err.Error() + "); building it")
+		} else {
+			o.Log.Warn("could not pull the golden from the cache; building it", "repo", repo, "key", key, "err", err)
 		}
 		return false
 	}

@@ -109,7 +109,7 @@ func Unpack(ctx context.Context, s *store.Store, src Source, ref string, o Unpac
 	}
 	key := a.golden.Key
 	if o.WantKey != "" && key != o.WantKey {
-		return nil, errs.Conflict("%s holds golden %s, not the %s asked for: a golden is only taken under its own key; refused, nothing was published", ref, golden.Short(key), golden.Short(o.WantKey))
+		return nil, errs.Conflict("the artifact named %s is golden %s: a golden is only taken under its own key; refused, nothing was published", golden.Short(o.WantKey), golden.Short(key))
 	}
 	var eng engine.Engine
 	if o.Check != nil {
