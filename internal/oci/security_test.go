@@ -335,6 +335,17 @@ func TestExportIsPrivate(t *testing.T) {
 // outside the work dir is written, chowned or chmodded.
 func TestPullWorkDirRootOnly(t *testing.T) {
 	testenv.RequireRoot(t)
+	t.Run("openat2", workDirRootOnly)
+	// Kernels before 5.6: one openat per component, none followed.
+	t.Run("openat", func(t *testing.T) {
+		noOpenat2.Store(true)
+		defer noOpenat2.Store(false)
+		workDirRootOnly(t)
+		TestUnpackParallelSpans(t)
+	})
+}
+
+func workDirRootOnly(t *testing.T) {
 	ctx := context.Background()
 	dir := testenv.Dir(t)
 	victim := filepath.Join(dir, "victim")

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -32,13 +34,53 @@ func openDataDir(data string) (int, error) {
 	return fd, nil
 }
 
+// noOpenat2 is set on kernels without it (before 5.6), and in tests of
+// the fallback.
+var noOpenat2 atomic.Bool
+
 // openBeneath opens rel beneath dir without following any symlink.
 func openBeneath(dir int, rel string, flags int, mode uint32) (int, error) {
-	fd, err := unix.Openat2(dir, rel, &unix.OpenHow{Flags: uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: beneath})
+	flags |= unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if !noOpenat2.Load() {
+		fd, err := unix.Openat2(dir, rel, &unix.OpenHow{Flags: uint64(flags), Mode: uint64(mode), Resolve: beneath})
+		if err != unix.ENOSYS {
+			if err != nil {
+				return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
+			}
+			return fd, nil
+		}
+		noOpenat2.Store(true)
+	}
+	fd, err := openEach(dir, rel, flags, mode)
 	if err != nil {
 		return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
 	}
 	return fd, nil
+}
+
+// openEach is openBeneath without openat2: one openat per component,
+// each with O_NOFOLLOW (manifest paths are clean and hold no "..").
+func openEach(dir int, rel string, flags int, mode uint32) (int, error) {
+	parts := strings.Split(rel, "/")
+	at := dir
+	for i, p := range parts {
+		if p == "" || p == ".." {
+			return -1, unix.EINVAL
+		}
+		f, m := unix.O_DIRECTORY|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(0)
+		if i == len(parts)-1 {
+			f, m = flags, mode
+		}
+		fd, err := unix.Openat(at, p, f, m)
+		if at != dir {
+			unix.Close(at)
+		}
+		if err != nil {
+			return -1, err
+		}
+		at = fd
+	}
+	return at, nil
 }
 
 // parentOf opens the directory holding rel and returns it with rel's
