@@ -158,6 +158,12 @@ func TestPulledServerConfigRefused(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("a pulled golden's command ran")
 	}
+	// MariaDB: an option file in the data dir that would run SQL at start.
+	cnf := []byte("[mariadbd]\ninit-file=" + filepath.Join(dir, "evil.sql") + "\n")
+	m := bigManifest(golden.File{Path: "my.cnf", Size: int64(len(cnf))})
+	m.Engine = "mariadb"
+	_, err := Unpack(ctx, unpackStore(t), artifactFor(t, m, layerBlob(t, tarEntry{path: "my.cnf", data: cnf})), "x", UnpackOptions{Check: openEngine})
+	oneLine(t, err, errs.ErrInvalid, "init_file")
 	harmless := map[string][]byte{"postgresql.auto.conf": []byte("work_mem = '8MB'\n# restore_command = 'x'\n")}
 	src := artifactOf(t, harmless, layerBlob(t, tarEntry{path: "postgresql.auto.conf", data: harmless["postgresql.auto.conf"]}))
 	if _, err := Unpack(ctx, unpackStore(t), src, "x", UnpackOptions{Check: openEngine}); err != nil {
