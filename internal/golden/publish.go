@@ -127,7 +127,7 @@ const originFile = "origin"
 // WriteOrigin records in work dir tmp where the golden comes from (a
 // registry reference and manifest digest, an imported file).
 func WriteOrigin(tmp, origin string) error {
-	return os.WriteFile(filepath.Join(tmp, originFile), []byte(origin+"\n"), 0o644)
+	return fsutil.WriteFileAtomic(filepath.Join(tmp, originFile), []byte(origin+"\n"), 0o644)
 }
 
 // Origin says where golden g came from: "build", or what WriteOrigin

@@ -49,8 +49,8 @@ type UnpackOptions struct {
 	// WantKey, when set, is the key asked for (a tag that is a key, a
 	// recipe's key): an artifact keyed otherwise is refused.
 	WantKey string
-	// Origin says where the golden comes from ("REGISTRY/REPO:TAG", the
-	// file); the manifest digest is added.
+	// Origin says where the golden comes from ("pull REGISTRY/REPO:TAG",
+	// "import FILE"); "@" and the manifest digest are added.
 	Origin   string
 	Log      *slog.Logger
 	Progress func(string)
