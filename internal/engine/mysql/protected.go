@@ -42,6 +42,8 @@ func (e *Engine) CheckSettings(settings map[string]string) error {
 	return engine.RefuseProtected(settings, canonical, protected)
 }
 
+var _ engine.ArtifactChecker = (*Engine)(nil)
+
 // runsCode are the options that make a server run SQL or load a library
 // of a config file's choosing at start.
 var runsCode = []string{"plugin_load", "plugin_load_add", "plugin_dir", "init_file", "init_connect", "init_slave", "init_replica"}

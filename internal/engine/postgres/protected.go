@@ -21,6 +21,8 @@ func (p *Postgres) CheckSettings(settings map[string]string) error {
 	return engine.RefuseProtected(settings, func(k string) string { return strings.ToLower(strings.TrimSpace(k)) }, protected)
 }
 
+var _ engine.ArtifactChecker = (*Postgres)(nil)
+
 // runsCode are the settings that make a server run a command or load a
 // library of a config's choosing, or read config from elsewhere. A golden
 // made on another machine (pulled, imported) may not carry them: its
