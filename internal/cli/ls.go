@@ -104,6 +104,7 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 		TotalBytes    int64     `json:"total_bytes"`
 		Created       time.Time `json:"created"`
 		Dir           string    `json:"dir"`
+		Origin        string    `json:"origin"` // "build", or where it was pulled or imported from
 	}
 	out := struct {
 		Goldens   []gv            `json:"goldens"`
@@ -111,7 +112,7 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 	}{Goldens: []gv{}, Instances: []instance.View{}}
 	for _, x := range goldens {
 		m := x.Manifest
-		out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir})
+		out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir, golden.Origin(x)})
 	}
 	out.Instances = append(out.Instances, views...)
 	return printJSON(g.stdout, out)
@@ -119,11 +120,11 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 
 func printLsTable(g *globals, goldens []*golden.Golden, views []instance.View) error {
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "GOLDEN\tENGINE\tSIZE\tCREATED\tRECIPE")
+	fmt.Fprintln(w, "GOLDEN\tENGINE\tSIZE\tCREATED\tRECIPE\tORIGIN")
 	for _, x := range goldens {
 		m := x.Manifest
-		fmt.Fprintf(w, "%s\t%s %s\t%s\t%s\t%s\n", x.Key[:12], m.Engine, shortVersion(m.EngineVersion),
-			humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), m.Recipe)
+		fmt.Fprintf(w, "%s\t%s %s\t%s\t%s\t%s\t%s\n", x.Key[:12], m.Engine, shortVersion(m.EngineVersion),
+			humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), m.Recipe, shortOrigin(golden.Origin(x)))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "INSTANCE\tGOLDEN\tBACKEND\tSTATUS\tPORT\tDSN")
@@ -160,3 +161,10 @@ func shortVersion(v string) string {
 }
 
 var versionRe = regexp.MustCompile(`(?:\(PostgreSQL\)|Ver) ([0-9]+(?:\.[0-9]+)+)`)
+
+// shortOrigin shortens the key tags and digests in a golden's origin.
+func shortOrigin(o string) string {
+	return longHex.ReplaceAllStringFunc(o, func(h string) string { return h[:12] + "…" })
+}
+
+var longHex = regexp.MustCompile(`[0-9a-f]{64}`)
