@@ -255,7 +255,7 @@ func TestRootDaemonRefusesOtherUsers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("probe as nobody: %v\n%s", err, got)
 	}
-	for _, want := range []string{"golden 403", "acquire 403", "leases 403", "store init --user"} {
+	for _, want := range []string{"golden 403", "acquire 403", "release 403", "store init --user nobody"} {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("want %q in:\n%s", want, got)
 		}
@@ -281,7 +281,7 @@ def call(name, method, path, body=None):
     print(name, r.status, msg.get("error", "") if isinstance(msg, dict) else "")
 call("golden", "POST", "/v1/goldens", {"recipe": sys.argv[2]})
 call("acquire", "POST", "/v1/leases", {"recipe": sys.argv[2], "pid": 1})
-call("leases", "GET", "/v1/leases")
+call("release", "DELETE", "/v1/leases/x")
 `
 
 func lookup(t *testing.T, name string) *user.User {

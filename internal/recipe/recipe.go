@@ -152,12 +152,12 @@ func Load(path string) (*Recipe, error) {
 	if err != nil {
 		return nil, errs.Invalid("recipe %s: %v", path, err)
 	}
-	data, err := os.ReadFile(abs)
+	data, err := readRecipe(abs)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, errs.NotFound("recipe %s not found (create one, see README \"Recipe\", or pass -f FILE)", path)
 	}
 	if err != nil {
-		return nil, errs.Invalid("recipe %s: %v", path, err)
+		return nil, errs.Invalid("recipe %s: %w", path, err)
 	}
 	return Parse(abs, data)
 }
