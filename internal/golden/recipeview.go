@@ -51,12 +51,13 @@ func loaderOf(eng engine.Engine) (engine.Loader, error) {
 func LoadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
 	// Relative to this process's working dir, which the caller may not
 	// be able to name (a dir they cannot search).
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, errs.Invalid("recipe %s: %v", path, err)
 	}
 	var got *recipe.Recipe
-	err := engine.AsCallerFS(ctx, func() error {
-		r, err := recipe.Load(path)
+	err = engine.AsCallerFS(ctx, func() error {
+		r, err := recipe.LoadAt(abs, path)
 		got = r
 		return err
 	})
