@@ -24,11 +24,40 @@ import (
 // the one that was hashed.
 func TestRecipeDirFlipNeverRunsSeedAsRoot(t *testing.T) {
 	e := newEnv(t)
-	rootProj := filepath.Join(e.root, "root-proj")
+	t.Run("sudo", func(t *testing.T) {
+		flipRace(t, e, "sudo", func(recipe string) {
+			e.runEnv(asNobodyBehindSudo, "build", "-f", recipe)
+		})
+	})
+	t.Run("daemon", func(t *testing.T) {
+		// The opt-in daemon, the socket given to nobody behind sudo.
+		c := e.cmd("serve", "--allow-users")
+		c.Env = append(c.Env, asNobodyBehindSudo...)
+		out := &syncBuf{}
+		c.Stderr = out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Process.Signal(syscall.SIGTERM); _ = c.Wait() }()
+		waitFor(t, func() bool { return strings.Contains(out.String(), "listening on") })
+		sock := filepath.Join(e.store, api.SocketName)
+		flipRace(t, e, "daemon", func(recipe string) {
+			probe := exec.Command("/usr/bin/python3", "-c", goldenProbe, sock, recipe)
+			probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			_ = probe.Run()
+		})
+	})
+}
+
+// flipRace builds PROJ/dbfork.toml round after round through build while
+// PROJ flips between a root-owned project and nobody's, whose seed
+// records the uid it runs as, and fails if that was ever root.
+func flipRace(t *testing.T, e *env, name string, build func(recipe string)) {
+	rootProj := filepath.Join(e.root, name+"-root-proj")
 	if err := os.Mkdir(rootProj, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	userProj, _ := hostileProject(t, e, "user-proj", nil)
+	userProj, _ := hostileProject(t, e, name+"-user-proj", nil)
 	ranAs := filepath.Join(userProj, "ran_as")
 	recipe := "engine = \"postgres\"\n[[load]]\nsql = \"seed.sql\"\n"
 	write := func(dir, name, body string, mine bool) {
@@ -42,7 +71,7 @@ func TestRecipeDirFlipNeverRunsSeedAsRoot(t *testing.T) {
 	}
 	write(rootProj, "dbfork.toml", recipe, false)
 	write(userProj, "dbfork.toml", recipe, true)
-	link := filepath.Join(e.root, "proj-link")
+	link := filepath.Join(e.root, name+"-proj-link")
 	flip := func(to string) {
 		tmp := link + ".new"
 		_ = os.Remove(tmp)
@@ -74,9 +103,9 @@ func TestRecipeDirFlipNeverRunsSeedAsRoot(t *testing.T) {
 	defer func() { cancel(); wg.Wait() }()
 	for i := 0; i < 24; i++ {
 		// New content each round: every build is a miss and loads a seed.
-		write(rootProj, "seed.sql", fmt.Sprintf("select %d;\n", i), false)
-		write(userProj, "seed.sql", fmt.Sprintf("\\! id -u >> %s\nselect %d;\n", ranAs, i), true)
-		e.runEnv(asNobodyBehindSudo, "build", "-f", filepath.Join(link, "dbfork.toml"))
+		write(rootProj, "seed.sql", fmt.Sprintf("select %d; -- %s\n", i, name), false)
+		write(userProj, "seed.sql", fmt.Sprintf("\\! id -u >> %s\nselect %d; -- %s\n", ranAs, i, name), true)
+		build(filepath.Join(link, "dbfork.toml"))
 		got, _ := os.ReadFile(ranAs)
 		for _, l := range strings.Fields(string(got)) {
 			if l == "0" {
@@ -297,3 +326,16 @@ func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
 }
+
+// goldenProbe asks the daemon on socket argv[1] for the golden of recipe
+// argv[2].
+const goldenProbe = `
+import http.client, json, socket, sys
+class C(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(sys.argv[1])
+c = C("dbfork")
+c.request("POST", "/v1/goldens", body=json.dumps({"recipe": sys.argv[2]}), headers={"Content-Type": "application/json"})
+print(c.getresponse().status)
+`

@@ -100,9 +100,14 @@ func (hc *HashCache) sumOpen(ctx context.Context, path string) (string, int64, e
 			return old.Sum, e.Size, nil
 		}
 	}
-	sum, _, err := hashFrom(ctx, f, nil, -1)
+	// No more than the size it had when opened: a file someone keeps
+	// appending to does not keep the build reading.
+	sum, n, err := hashFrom(ctx, f, nil, st.Size)
 	if err != nil {
 		return "", 0, fmt.Errorf("%s: %w", path, err)
+	}
+	if n != st.Size {
+		return "", 0, fmt.Errorf("%s changed while it was hashed: run again", path)
 	}
 	e.Sum = sum
 	racy := time.Since(time.Unix(0, e.Mtime)) < 2*time.Second || time.Since(time.Unix(0, e.Ctime)) < 2*time.Second
