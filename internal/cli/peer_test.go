@@ -341,3 +341,32 @@ c = C("dbfork")
 c.request("POST", "/v1/goldens", body=json.dumps({"recipe": sys.argv[2]}), headers={"Content-Type": "application/json"})
 print(c.getresponse().status)
 `
+
+// A build loads private copies of its inputs, but errors still name the
+// recipe's own file, line and statement (for the user behind sudo too).
+func TestLoadErrorsNameTheRecipesFiles(t *testing.T) {
+	e := newEnv(t)
+	for _, eng := range []string{"postgres", "mariadb"} {
+		t.Run(eng, func(t *testing.T) {
+			dir, _ := hostileProject(t, e, "errname-"+eng, map[string]string{
+				"dbfork.toml": "engine = \"" + eng + "\"\n[[load]]\nsql = \"sql/*.sql\"\n",
+			})
+			if err := os.Mkdir(filepath.Join(dir, "sql"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for n, body := range map[string]string{"01-ok.sql": "create table t (a int);\n", "02-bad.sql": "insert into t values (1);\nselect nosuch\n  from t;\n"} {
+				if err := os.WriteFile(filepath.Join(dir, "sql", n), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := e.runEnv(asNobodyBehindSudo, "build", "-f", filepath.Join(dir, "dbfork.toml"))
+			msg := strings.TrimSpace(r.stderr)
+			if r.code == 0 || strings.Contains(msg, "\n") || !strings.Contains(msg, "sql/02-bad.sql:2:") || !strings.Contains(msg, "select nosuch from t;") {
+				t.Fatalf("exit %d: %q, want sql/02-bad.sql:2: and the statement", r.code, msg)
+			}
+			if strings.Contains(msg, "/inputs/") {
+				t.Errorf("the error names the private copy: %q", msg)
+			}
+		})
+	}
+}
