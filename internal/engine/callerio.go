@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"runtime"
@@ -107,34 +105,6 @@ func kindOf(m fs.FileMode) string {
 		return "a socket"
 	}
 	return "not a plain file"
-}
-
-// MaxRecipeBytes caps a recipe file read for someone else.
-const MaxRecipeBytes = 1 << 20
-
-// ReadAsCaller reads a small file (a recipe) with the rights of the user
-// ctx acts for (see AsCallerFS), or its own without one.
-func ReadAsCaller(ctx context.Context, path string) ([]byte, error) {
-	var data []byte
-	err := AsCallerFS(ctx, func() error {
-		f, _, err := OpenInput(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		data, err = io.ReadAll(io.LimitReader(f, MaxRecipeBytes+1))
-		return err
-	})
-	if err != nil {
-		if c := callerFrom(ctx); c != nil && errors.Is(err, fs.ErrPermission) {
-			return nil, fmt.Errorf("%s cannot be read by uid %d: permission denied", path, c.UID)
-		}
-		return nil, err
-	}
-	if len(data) > MaxRecipeBytes {
-		return nil, fmt.Errorf("%s is over %d bytes: not a recipe", path, MaxRecipeBytes)
-	}
-	return data, nil
 }
 
 // CallerUID is the uid of the user ctx acts for, or this process's.

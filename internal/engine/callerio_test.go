@@ -44,7 +44,7 @@ func TestAsCallerFSUsesTheCallersRights(t *testing.T) {
 			if !errors.Is(err, fs.ErrPermission) {
 				t.Errorf("nobody opened root's 0600 file: %v", err)
 			}
-			if _, err := ReadAsCaller(ctx, public); err != nil {
+			if err := AsCallerFS(ctx, func() error { _, err := os.ReadFile(public); return err }); err != nil {
 				t.Errorf("nobody could not read a public file: %v", err)
 			}
 		}()
@@ -58,9 +58,6 @@ func TestAsCallerFSUsesTheCallersRights(t *testing.T) {
 	wg.Wait()
 	if _, err := os.ReadFile(secret); err != nil {
 		t.Errorf("root lost its rights after acting as nobody: %v", err)
-	}
-	if _, err := ReadAsCaller(ctx, secret); err == nil || !strings.Contains(err.Error(), "cannot be read by uid 65534") {
-		t.Errorf("ReadAsCaller of root's file as nobody: %v", err)
 	}
 }
 
