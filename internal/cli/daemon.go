@@ -47,7 +47,7 @@ func newDaemonCmd(g *globals) *cobra.Command {
 		Short: "Make sure a `dbfork serve` runs for the store (started on demand, leaves when idle), show it, or stop it",
 		Args:  noArgs,
 	}
-	var asJSON bool
+	var asJSON, allowUsers bool
 	var idle, wait time.Duration
 	start := &cobra.Command{
 		Use:   "start [--idle 30s] [--json]",
@@ -60,7 +60,7 @@ once, one daemon wins and serves them all. The daemon leaves by itself
 after --idle without calls and leases, stopping every instance it made.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			info, err := ensureDaemon(cmd.Context(), g, idle, wait)
+			info, err := ensureDaemon(cmd.Context(), g, idle, wait, allowUsers)
 			if err != nil {
 				return err
 			}
@@ -68,6 +68,7 @@ after --idle without calls and leases, stopping every instance it made.`,
 		},
 	}
 	start.Flags().DurationVar(&idle, "idle", defaultIdle(), "the started daemon exits after this long without calls and leases (0: never; default $DBFORK_DAEMON_IDLE or 30s)")
+	start.Flags().BoolVar(&allowUsers, "allow-users", false, "a daemon started now also serves users other than the one starting it (serve --allow-users)")
 	start.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the daemon to answer")
 	status := &cobra.Command{
 		Use:   "status [--json]",
@@ -150,19 +151,23 @@ func ask(ctx context.Context, sock string, touch bool) (*api.Health, error) {
 // answers. Racing starters are fine: `serve` holds STORE/locks/serve.lock,
 // so all but one of the daemons they start exit with a conflict, and every
 // starter waits for whichever one won.
-func ensureDaemon(ctx context.Context, g *globals, idle, wait time.Duration) (*daemonInfo, error) {
+func ensureDaemon(ctx context.Context, g *globals, idle, wait time.Duration, allowUsers bool) (*daemonInfo, error) {
 	root, err := g.storeRoot()
 	if err != nil {
 		return nil, err
 	}
 	sock := api.SocketPath(root)
-	if h, err := ask(ctx, sock, true); err == nil {
+	h, err := ask(ctx, sock, true)
+	if err == nil {
 		return &daemonInfo{Socket: sock, Store: root, PID: h.PID}, nil
+	}
+	if errors.Is(err, errs.ErrForbidden) {
+		return nil, err // a daemon runs and will not serve us: say why
 	}
 	s, err := g.openStore()
 	if err != nil {
 		if os.Geteuid() != 0 && errors.Is(err, os.ErrPermission) {
-			return nil, errs.Unsupported("no dbfork daemon serves %s and starting one needs root: run `sudo dbfork --store %s daemon start --idle 0` once (%v)", root, root, err)
+			return nil, errs.Unsupported("no dbfork daemon serves %s, and it is not your store: use a store of your own (set up once with `sudo dbfork store init --user $USER`) (%v)", root, err)
 		}
 		return nil, err
 	}
@@ -170,7 +175,7 @@ func ensureDaemon(ctx context.Context, g *globals, idle, wait time.Duration) (*d
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
-		child, err := spawnServe(s.Root, logFile, idle)
+		child, err := spawnServe(s.Root, logFile, idle, allowUsers)
 		if err != nil {
 			return nil, err
 		}
@@ -188,7 +193,7 @@ func ensureDaemon(ctx context.Context, g *globals, idle, wait time.Duration) (*d
 
 // spawnServe starts `dbfork serve --idle` in its own session, detached
 // from our terminal and our process group, its output in logFile.
-func spawnServe(root, logFile string, idle time.Duration) (*exec.Cmd, error) {
+func spawnServe(root, logFile string, idle time.Duration, allowUsers bool) (*exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find the dbfork binary: %w", err)
@@ -203,6 +208,9 @@ func spawnServe(root, logFile string, idle time.Duration) (*exec.Cmd, error) {
 	defer lf.Close()
 	fmt.Fprintf(lf, "--- %s: dbfork daemon start (pid %d)\n", time.Now().Format(time.RFC3339), os.Getpid())
 	cmd := exec.Command(self, "--store", root, "serve", "--idle", idle.String())
+	if allowUsers {
+		cmd.Args = append(cmd.Args, "--allow-users")
+	}
 	cmd.Env = daemonEnv()
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.Dir = "/"

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
@@ -119,7 +120,8 @@ func loadRecipe(path string) (*recipe.Recipe, error) {
 	if path == "" {
 		path = recipe.DefaultFile
 	}
-	return recipe.Load(path)
+	// Under sudo, read and expand it as the user behind sudo.
+	return golden.LoadRecipe(engine.WithCaller(context.Background(), engine.SudoCaller), path)
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -27,30 +27,37 @@ func newServeCmd(g *globals) *cobra.Command {
 	var tcp, backendName string
 	var recipes []string
 	var idle, poolIdle time.Duration
+	var allowUsers bool
 	cmd := &cobra.Command{
 		Use:   "serve [-f dbfork.toml]... [--tcp 127.0.0.1:PORT]",
 		Short: "Keep warm pools of instances and lease them over a local HTTP/JSON API (STORE/dbfork.sock)",
 		Long: `serve runs until SIGINT/SIGTERM, then stops and removes every instance it
-made. The API listens on the unix socket STORE/dbfork.sock (mode 0600,
-owned by the invoking user, also under sudo); with --tcp also on a loopback
-port, where every call needs the bearer token written to STORE/api-token.
+made. The API listens on the unix socket STORE/dbfork.sock (mode 0600)
+and serves the user who runs serve (and root). As root it serves root
+only: other users get a store of their own (sudo dbfork store init --user
+NAME). With --allow-users it serves every user who can reach the socket,
+which it gives to the user behind sudo: it builds their recipes and runs
+their commands as them (docs/security.md, "Who may use the API"). With
+--tcp it also listens on a loopback port, where every call needs the
+bearer token written to STORE/api-token.
 -f warms the pool of a recipe at start. With --idle it also leaves by itself
 once no call has come for that long and nothing is leased (what
 ` + "`dbfork daemon start`" + ` uses). See docs/api.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return serve(cmd.Context(), g, recipes, backendName, tcp, idle, poolIdle)
+			return serve(cmd.Context(), g, recipes, backendName, tcp, idle, poolIdle, allowUsers)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&recipes, "file", "f", nil, "recipe whose pool to warm at start (repeatable)")
 	cmd.Flags().StringVar(&backendName, "backend", "auto", "clone backend of the pools warmed with -f")
 	cmd.Flags().StringVar(&tcp, "tcp", "", "also listen on this loopback address (e.g. 127.0.0.1:7420), token required")
 	cmd.Flags().DurationVar(&idle, "idle", 0, "exit after this long with no API call and nothing leased (0: run until stopped)")
+	cmd.Flags().BoolVar(&allowUsers, "allow-users", false, "serve users other than the one running serve (as root: every user who can reach the socket, which goes to the user behind sudo)")
 	cmd.Flags().DurationVar(&poolIdle, "pool-idle", 10*time.Minute, "close a pool (and its warm instances) nobody leased from for this long (0: never)")
 	return cmd
 }
 
-func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp string, idle, poolIdle time.Duration) error {
+func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp string, idle, poolIdle time.Duration, allowUsers bool) error {
 	tcpAddr, err := serveArgs(recipes, tcp)
 	if err != nil {
 		return err
@@ -86,7 +93,7 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 		token = newToken()
 	}
 	srv := api.NewServer(d, token, g.log)
-	listeners, unlisten, err := listen(s.Root, sock, tcpAddr, token)
+	listeners, unlisten, err := listen(s.Root, sock, tcpAddr, token, allowUsers)
 	if err != nil {
 		_ = closeDaemon()
 		return err
@@ -149,10 +156,11 @@ func serveArgs(recipes []string, tcp string) (*net.TCPAddr, error) {
 	return tcpAddr, nil
 }
 
-// listen opens the API socket (born 0600, given to the user behind sudo)
-// and, with tcpAddr, the loopback port and its token file. unlisten
-// removes the socket and token file.
-func listen(root, sock string, tcpAddr *net.TCPAddr, token string) (ls []net.Listener, unlisten func(), err error) {
+// listen opens the API socket (born 0600; with allowUsers given to the
+// user behind sudo) behind the gate of who it serves and, with tcpAddr,
+// the loopback port and its token file. unlisten removes the socket and
+// token file.
+func listen(root, sock string, tcpAddr *net.TCPAddr, token string, allowUsers bool) (ls []net.Listener, unlisten func(), err error) {
 	var undo []func()
 	unlisten = func() {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -173,9 +181,15 @@ func listen(root, sock string, tcpAddr *net.TCPAddr, token string) (ls []net.Lis
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen on %s: %w", sock, err)
 	}
-	ls = append(ls, ln)
+	ls = append(ls, gate(ln, allowUsers))
 	undo = append(undo, func() { os.Remove(sock) })
-	if err := chownToInvoker(sock); err != nil {
+	give := chownToInvoker
+	if !allowUsers {
+		// Without --allow-users a root daemon would refuse the user
+		// behind sudo anyway: the socket and token stay root's.
+		give = func(string) error { return nil }
+	}
+	if err := give(sock); err != nil {
 		return ls, nil, err
 	}
 	if tcpAddr == nil {
@@ -186,7 +200,7 @@ func listen(root, sock string, tcpAddr *net.TCPAddr, token string) (ls []net.Lis
 		return ls, nil, err
 	}
 	undo = append(undo, func() { os.Remove(tokenFile) })
-	if err := chownToInvoker(tokenFile); err != nil {
+	if err := give(tokenFile); err != nil {
 		return ls, nil, err
 	}
 	tl, err := net.ListenTCP("tcp", tcpAddr)

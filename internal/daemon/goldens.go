@@ -14,10 +14,11 @@ import (
 	"github.com/dbfork/dbfork/internal/recipe"
 )
 
-// loadRecipe reads the recipe a request names, with the rights of whoever
-// asked (ctx's caller), and checks they may read every input: the daemon
-// is root, the caller may not be. Paths must be absolute: the daemon's
-// working directory means nothing to the caller.
+// loadRecipe reads the recipe a request names, and expands its globs,
+// with the rights of whoever asked (ctx's caller): the daemon is root, the
+// caller may not be. Their inputs are then hashed and copied with the
+// same rights (golden.Key, golden.BuildKeyed). Paths must be absolute:
+// the daemon's working directory means nothing to the caller.
 func loadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
 	if path == "" {
 		return nil, errs.Invalid("request needs \"recipe\": the absolute path of a dbfork.toml")
@@ -25,25 +26,7 @@ func loadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
 	if !filepath.IsAbs(path) {
 		return nil, errs.Invalid("recipe path %q is relative: send an absolute path", path)
 	}
-	if engine.CallerOf(ctx) == nil {
-		return recipe.Load(path)
-	}
-	data, err := engine.ReadAsCaller(ctx, path)
-	if err != nil {
-		return nil, errs.NotFound("recipe %v", err)
-	}
-	r, err := recipe.Parse(path, data)
-	if err != nil {
-		return nil, err
-	}
-	var inputs []string
-	for _, st := range r.Steps {
-		inputs = append(inputs, st.Files...)
-	}
-	if err := engine.CallerCanRead(ctx, inputs); err != nil {
-		return nil, errs.Invalid("%v", err)
-	}
-	return r, nil
+	return golden.LoadRecipe(ctx, path)
 }
 
 // engineFor returns the (cached) engine for a recipe.

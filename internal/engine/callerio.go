@@ -1,82 +1,116 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
-	"os/exec"
-	"strings"
+	"runtime"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
-// asCallerCmd is argv run with the rights of the user ctx acts for, or
-// nil when that is this process.
-func asCallerCmd(ctx context.Context, argv ...string) *exec.Cmd {
+// AsCallerFS runs fn with the filesystem rights of the user ctx acts for
+// (their fsuid, fsgid and groups, on an OS thread of its own), or as
+// this process when there is no such user. A daemon serving a peer, or
+// `sudo dbfork build` on a user's recipe, reads the recipe, expands its
+// globs and opens its inputs this way: what the user cannot see, dbfork
+// does not see for them (no file content, and no "exists but cannot be
+// read" either). Files opened in fn stay usable after it returns: a
+// descriptor keeps the rights it was opened with.
+//
+// The thread is never given back to the runtime: LockOSThread without
+// UnlockOSThread ends it with the goroutine, and the runtime clones no
+// new thread from a locked one, so the changed identity goes nowhere
+// else. When ctx ends first, AsCallerFS returns ctx's error without
+// waiting for fn.
+func AsCallerFS(ctx context.Context, fn func() error) error {
 	c := callerFrom(ctx)
 	if c == nil {
-		return nil
+		return fn()
 	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.GID), Groups: c.Groups}}
-	return cmd
-}
-
-// MaxRecipeBytes caps a recipe file read for someone else.
-const MaxRecipeBytes = 1 << 20
-
-// ReadAsCaller reads a small file (a recipe) with the rights of the user
-// ctx acts for: a daemon running as root must not parse, and echo in its
-// errors, a file that user could not read. Without such a user it reads
-// the file itself.
-func ReadAsCaller(ctx context.Context, path string) ([]byte, error) {
-	cmd := asCallerCmd(ctx, "/usr/bin/head", "-c", fmt.Sprint(MaxRecipeBytes+1), "--", path)
-	if cmd == nil {
-		return os.ReadFile(path)
-	}
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s cannot be read by uid %d: %s", path, callerFrom(ctx).UID, reason(stderr.String()))
-	}
-	if out.Len() > MaxRecipeBytes {
-		return nil, fmt.Errorf("%s is over %d bytes: not a recipe", path, MaxRecipeBytes)
-	}
-	return out.Bytes(), nil
-}
-
-// CallerCanRead checks that the user ctx acts for may read every path
-// (access(2) with their uid): a golden built from a file they cannot read
-// must not be handed to them because their recipe names the same file.
-func CallerCanRead(ctx context.Context, paths []string) error {
-	if len(paths) == 0 {
-		return nil
-	}
-	argv := append([]string{"/bin/sh", "-c", `for f; do [ -r "$f" ] || { printf '%s\n' "$f"; exit 1; }; done`, "sh"}, paths...)
-	cmd := asCallerCmd(ctx, argv...)
-	if cmd == nil {
-		return nil
-	}
-	out, err := cmd.Output()
-	if err != nil {
-		if bad := strings.TrimSpace(string(out)); bad != "" {
-			return fmt.Errorf("input %s cannot be read by uid %d (the user who asked): builds read inputs with their rights", bad, callerFrom(ctx).UID)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := becomeOnThisThread(c); err != nil {
+			done <- err
+			return
 		}
-		return fmt.Errorf("checking that uid %d can read the recipe's inputs: %v", callerFrom(ctx).UID, err)
+		done <- fn()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// becomeOnThisThread sets the calling thread's groups, fsgid and fsuid to
+// c's. The raw system calls change this thread only (the libc and Go
+// wrappers would change every thread of the process). A change of fsuid
+// from 0 also drops the capabilities that bypass file permissions.
+func becomeOnThisThread(c *Caller) error {
+	groups := c.Groups
+	var p unsafe.Pointer
+	if len(groups) > 0 {
+		p = unsafe.Pointer(&groups[0])
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), uintptr(p), 0); e != 0 {
+		return fmt.Errorf("take the groups of uid %d: %w", c.UID, e)
+	}
+	unix.RawSyscall(unix.SYS_SETFSGID, uintptr(c.GID), 0, 0)
+	unix.RawSyscall(unix.SYS_SETFSUID, uintptr(c.UID), 0, 0)
+	// Both calls answer with the previous id and never fail: ask again
+	// (an invalid id changes nothing) to know they took.
+	gid, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0)
+	uid, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0)
+	if int(uid) != c.UID || int(gid) != c.GID {
+		return fmt.Errorf("could not take the file rights of uid %d", c.UID)
 	}
 	return nil
 }
 
-// reason is the tail of a tool's "cannot open …: Permission denied".
-func reason(stderr string) string {
-	s := strings.TrimSpace(stderr)
-	if i := strings.LastIndex(s, ": "); i >= 0 {
-		return s[i+2:]
+// OpenInput opens a recipe input or a recipe for reading, refusing what
+// is not a regular file: a FIFO or a device named (or swapped in) as an
+// input would otherwise hang or feed a build forever. O_NONBLOCK keeps
+// the open itself from waiting for a FIFO's writer.
+func OpenInput(path string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, err
 	}
-	if s == "" {
-		return "unreadable"
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file (%s): name a file", path, kindOf(fi.Mode()))
 	}
-	return s
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a plain file"
+}
+
+// CallerUID is the uid of the user ctx acts for, or this process's.
+func CallerUID(ctx context.Context) int {
+	if c := callerFrom(ctx); c != nil {
+		return c.UID
+	}
+	return os.Geteuid()
 }

@@ -63,12 +63,14 @@ func RunCommand(ctx context.Context, b Build, st Step, connEnv map[string]string
 // groups, HOME and USER, and TCP with the build server's password instead
 // of the server's private socket dir. So what a recipe or its seed files
 // contain (a psql `\!`, `\o |cmd`, `\copy … to FILE`) runs with that
-// user's rights, and inputs are opened with them. A recipe root wrote
-// (see rootAuthored), or no caller other than this process, leaves cmd as
-// it is. The result is a note for error messages ("" when unchanged).
+// user's rights. Who wrote the recipe changes nothing: under sudo or for
+// a daemon's peer the commands are always that user's (a recipe dir is a
+// path, and a path can be swapped between a check and its use). Only
+// without such a user (root itself asked) cmd stays as it is. The result
+// is a note for error messages ("" when unchanged).
 func AsCaller(ctx context.Context, b Build, cmd *exec.Cmd) string {
 	c := callerFrom(ctx)
-	if c == nil || rootAuthored(b) {
+	if c == nil {
 		return ""
 	}
 	if cmd.SysProcAttr == nil {
@@ -79,21 +81,7 @@ func AsCaller(ctx context.Context, b Build, cmd *exec.Cmd) string {
 		cmd.Env = os.Environ()
 	}
 	cmd.Env = callerEnv(cmd.Env, c)
-	return fmt.Sprintf(" (recipe steps run as the user who asked, uid %d: they must be able to enter %s and read its inputs)", c.UID, b.Dir)
-}
-
-// rootAuthored reports a recipe that root wrote and only root can change
-// (file and dir owned by uid 0, not group/other writable): its commands
-// are root's own, and they run as root even under sudo, where the user
-// behind sudo may not be able to enter a dir like /root/project.
-func rootAuthored(b Build) bool {
-	for _, p := range []string{b.Path, b.Dir} {
-		var st syscall.Stat_t
-		if syscall.Stat(p, &st) != nil || st.Uid != 0 || st.Mode&0o022 != 0 {
-			return false
-		}
-	}
-	return true
+	return fmt.Sprintf(" (recipe steps run as the user who asked, uid %d: they must be able to enter %s)", c.UID, b.Dir)
 }
 
 // ringBuffer keeps the last max bytes written to it.

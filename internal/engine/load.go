@@ -20,8 +20,7 @@ type Cluster struct {
 // from a recipe; engines know nothing of recipe files.
 type Build struct {
 	Cluster
-	// Path is the recipe file: who wrote it decides as whom steps run
-	// (see AsCaller).
+	// Path is the recipe file.
 	Path string
 	// Dir is where steps run and what file names in errors are shown
 	// relative to.
@@ -47,10 +46,14 @@ const (
 
 // Step is one load step.
 type Step struct {
-	Kind    string
-	Name    string   // label shown in progress and errors
-	Files   []string // absolute paths, in load order
-	Command string   // for StepRun
+	Kind  string
+	Name  string   // label shown in progress and errors
+	Files []string // absolute paths, in load order
+	// Shown names Files in messages when they are private copies of the
+	// recipe's inputs (the bytes a build hashed): Shown[i] is the
+	// recipe's own path for Files[i]. Empty: Files are those paths.
+	Shown   []string
+	Command string // for StepRun
 }
 
 // Loader loads a golden's content into a running build server: the
@@ -77,4 +80,13 @@ type Want struct {
 	// Settings are the server settings instances get; an engine refuses
 	// the ones it keeps for itself.
 	Settings map[string]string
+}
+
+// ShownName is how messages name st.Files[i]: relative to b.Dir, by the
+// recipe's own path even when the build loads a private copy.
+func (st Step) ShownName(b Build, i int) string {
+	if i < len(st.Shown) {
+		return b.Rel(st.Shown[i])
+	}
+	return b.Rel(st.Files[i])
 }

@@ -16,6 +16,7 @@ var (
 	ErrConflict    = errors.New("conflict")
 	ErrMissingTool = errors.New("missing tool")
 	ErrBusy        = errors.New("busy")
+	ErrForbidden   = errors.New("forbidden")
 )
 
 // kindError attaches a kind to a message without putting the kind's own
@@ -55,6 +56,10 @@ func Conflict(format string, a ...any) error { return newKind(ErrConflict, forma
 // instances are all leased); trying again later may succeed.
 func Busy(format string, a ...any) error { return newKind(ErrBusy, format, a) }
 
+// Forbidden reports a caller this process does not serve (a root
+// daemon's peer of another uid, without `serve --allow-users`).
+func Forbidden(format string, a ...any) error { return newKind(ErrForbidden, format, a) }
+
 // Exit codes, stable so scripts can branch on them.
 const (
 	ExitFailure     = 1
@@ -63,6 +68,7 @@ const (
 	ExitUnsupported = 4
 	ExitConflict    = 5
 	ExitBusy        = 6
+	ExitForbidden   = 7
 	ExitInterrupted = 130 // like a shell after SIGINT
 )
 
@@ -83,6 +89,7 @@ var kinds = []struct {
 	{ErrUnsupported, "unsupported", 501, ExitUnsupported},
 	{ErrMissingTool, "missing_tool", 501, ExitUnsupported},
 	{ErrBusy, "busy", 503, ExitBusy},
+	{ErrForbidden, "forbidden", 403, ExitForbidden},
 	{context.Canceled, "busy", 503, ExitInterrupted},
 	{context.DeadlineExceeded, "busy", 503, ExitFailure},
 }

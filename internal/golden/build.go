@@ -201,7 +201,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err := ld.Setup(ctx, srv, BuildOf(r)); err != nil {
 		return nil, err
 	}
-	if err := loadSteps(ctx, ld, srv, r, inputs, buildLog, o); err != nil {
+	if err := loadSteps(ctx, ld, srv, r, inputs, tmp, buildLog, o); err != nil {
 		return nil, err
 	}
 	if err := stopBuildServer(ctx, bu, eng, ld, srv, r, tmp, o); err != nil {
@@ -323,19 +323,29 @@ type Sealer interface {
 	Seal(ctx context.Context, spec engine.StartSpec) error
 }
 
-// loadSteps runs the recipe's load steps, then checks the inputs still
-// hold what the key was computed from.
-func loadSteps(ctx context.Context, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, inputs []Input, buildLog *os.File, o Options) error {
-	for i, st := range r.Steps {
-		o.Progress.Step(fmt.Sprintf("[%d/%d] %s", i+1, len(r.Steps), st.Name))
+// loadSteps runs the recipe's load steps from private copies of their
+// inputs (see snapshotInputs), then checks that the inputs of `run`
+// steps, which their commands read themselves, still hold what the key
+// was computed from.
+func loadSteps(ctx context.Context, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, inputs []Input, tmp string, buildLog *os.File, o Options) error {
+	copies := filepath.Join(tmp, inputsDir)
+	steps, err := snapshotInputs(ctx, r, inputs, copies)
+	if err != nil {
+		return err
+	}
+	for i, st := range steps {
+		o.Progress.Step(fmt.Sprintf("[%d/%d] %s", i+1, len(steps), st.Name))
 		o.Log.Info("load step", "n", i+1, "kind", st.Kind, "name", st.Name)
 		fmt.Fprintf(buildLog, "== step %d: %s\n", i+1, st.Name)
-		if err := ld.Load(ctx, srv, BuildOf(r), StepOf(st), buildLog); err != nil {
+		if err := ld.Load(ctx, srv, BuildOf(r), st, buildLog); err != nil {
 			return fmt.Errorf("load step %d (%s): %w", i+1, st.Name, err)
 		}
 	}
 	faults.At("build:loaded")
-	return sameInputs(ctx, r, inputs)
+	if err := fsutil.RemoveAll(copies); err != nil {
+		return err
+	}
+	return sameRunInputs(ctx, r, inputs)
 }
 
 // stopBuildServer finishes the golden in the server (freeze, analyze,
@@ -391,23 +401,27 @@ func randomPassword() string {
 	return hex.EncodeToString(b)
 }
 
-// sameInputs reads every input again, after the build loaded it, and
-// fails when one no longer has the content its key was computed from: a
-// file changed while the build ran would publish a golden under a key
-// that promises other data (to every user of the store).
-func sameInputs(ctx context.Context, r *recipe.Recipe, inputs []Input) error {
+// sameRunInputs reads the inputs of `run` steps again, after the build
+// ran them, with the rights of whoever asked, and fails when one no
+// longer has the content its key was computed from: a file changed while
+// the build ran would publish a golden under a key that promises other
+// data (to every user of the store). The inputs dbfork loads itself need
+// no such check: the build loaded the very bytes it hashed.
+func sameRunInputs(ctx context.Context, r *recipe.Recipe, inputs []Input) error {
 	n := 0
 	for _, st := range r.Steps {
 		for _, f := range st.Files {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
 			if n >= len(inputs) {
 				return fmt.Errorf("recipe inputs changed while building: nothing published; run again")
 			}
-			sum, err := fileSum(f)
-			if err != nil || sum != inputs[n].SHA256 {
-				return fmt.Errorf("%s changed while the build read it: nothing published; run again", r.Rel(f))
+			if st.Kind == recipe.StepRun {
+				sum, _, err := (*HashCache)(nil).SumAs(ctx, f)
+				if err != nil || sum != inputs[n].SHA256 {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return fmt.Errorf("%s changed while the build read it: nothing published; run again", r.Rel(f))
+				}
 			}
 			n++
 		}

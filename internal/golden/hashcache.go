@@ -1,6 +1,7 @@
 package golden
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,10 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
 )
@@ -49,12 +50,46 @@ func OpenHashCache(path string) *HashCache {
 
 // Sum returns the sha256 and size of a file.
 func (hc *HashCache) Sum(path string) (string, int64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", 0, errs.NotFound("input %s not found", path)
-		}
-		return "", 0, errs.Invalid("input %s: %v", path, err)
+	return hc.SumAs(context.Background(), path)
+}
+
+// SumAs returns the sha256 and size of a file opened with the rights of
+// the user ctx acts for (engine.AsCallerFS): a file they cannot read is
+// refused even when its hash is cached, and only a regular file is read
+// (a FIFO or a device would hang the call or never end). The cache is
+// consulted with what that open found, not with a second lookup by path.
+func (hc *HashCache) SumAs(ctx context.Context, path string) (string, int64, error) {
+	var got struct {
+		sum  string
+		size int64
+	}
+	err := engine.AsCallerFS(ctx, func() error {
+		var err error
+		got.sum, got.size, err = hc.sumOpen(ctx, path)
+		return err
+	})
+	switch {
+	case err == nil:
+		return got.sum, got.size, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return "", 0, errs.NotFound("input %s not found", path)
+	case errors.Is(err, fs.ErrPermission) && engine.CallerOf(ctx) != nil:
+		return "", 0, errs.Invalid("input %s cannot be read by uid %d (the user who asked): builds read inputs with their rights", path, engine.CallerUID(ctx))
+	case ctx.Err() != nil:
+		return "", 0, ctx.Err()
+	}
+	return "", 0, errs.Invalid("input %v", err)
+}
+
+func (hc *HashCache) sumOpen(ctx context.Context, path string) (string, int64, error) {
+	f, fi, err := engine.OpenInput(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", 0, fmt.Errorf("%s: no file status", path)
 	}
 	e := cacheEntry{Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Ino: st.Ino}
 	if hc != nil {
@@ -65,9 +100,14 @@ func (hc *HashCache) Sum(path string) (string, int64, error) {
 			return old.Sum, e.Size, nil
 		}
 	}
-	sum, err := fileSum(path)
+	// No more than the size it had when opened: a file someone keeps
+	// appending to does not keep the build reading.
+	sum, n, err := hashFrom(ctx, f, nil, st.Size)
 	if err != nil {
-		return "", 0, errs.Invalid("input %s: %v", path, err)
+		return "", 0, fmt.Errorf("%s: %w", path, err)
+	}
+	if n != st.Size {
+		return "", 0, fmt.Errorf("%s changed while it was hashed: run again", path)
 	}
 	e.Sum = sum
 	racy := time.Since(time.Unix(0, e.Mtime)) < 2*time.Second || time.Since(time.Unix(0, e.Ctime)) < 2*time.Second
@@ -78,6 +118,39 @@ func (hc *HashCache) Sum(path string) (string, int64, error) {
 		hc.mu.Unlock()
 	}
 	return sum, e.Size, nil
+}
+
+// hashFrom reads r to its end (or past max bytes, when max >= 0) and
+// returns the sha256 and length of what it read, copying it to w when w
+// is not nil. ctx is checked between chunks.
+func hashFrom(ctx context.Context, r io.Reader, w io.Writer, max int64) (string, int64, error) {
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", n, err
+		}
+		k, err := r.Read(buf)
+		if k > 0 {
+			n += int64(k)
+			h.Write(buf[:k])
+			if w != nil {
+				if _, werr := w.Write(buf[:k]); werr != nil {
+					return "", n, werr
+				}
+			}
+			if max >= 0 && n > max {
+				return "", n, nil
+			}
+		}
+		if err == io.EOF {
+			return hex.EncodeToString(h.Sum(nil)), n, nil
+		}
+		if err != nil {
+			return "", n, fmt.Errorf("read: %w", err)
+		}
+	}
 }
 
 // Save writes the cache back if it changed (best effort).

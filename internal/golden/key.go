@@ -60,7 +60,7 @@ func Key(ctx context.Context, eng engine.Engine, r *recipe.Recipe, hc *HashCache
 			if err := ctx.Err(); err != nil {
 				return "", nil, "", err
 			}
-			sum, size, err := hc.Sum(f)
+			sum, size, err := hc.SumAs(ctx, f)
 			if err != nil {
 				return "", nil, "", err
 			}

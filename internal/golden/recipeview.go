@@ -1,6 +1,11 @@
 package golden
 
 import (
+	"context"
+	"errors"
+	"io/fs"
+	"path/filepath"
+
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/recipe"
@@ -35,4 +40,32 @@ func loaderOf(eng engine.Engine) (engine.Loader, error) {
 		return ld, nil
 	}
 	return nil, errs.Unsupported("engine %s cannot build goldens (it loads no recipe steps); pull the golden instead", eng.Name())
+}
+
+// LoadRecipe reads and parses the recipe at path, expanding its globs and
+// directories, with the rights of the user ctx acts for (a daemon's peer,
+// the user behind sudo; see engine.AsCallerFS), once: the names it
+// resolves are the ones the build hashes and copies. A recipe that user
+// cannot read is not read for them, and names in dirs they cannot search
+// are not looked up for them (no existence oracle).
+func LoadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
+	// Relative to this process's working dir, which the caller may not
+	// be able to name (a dir they cannot search).
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, errs.Invalid("recipe %s: %v", path, err)
+	}
+	var got *recipe.Recipe
+	err = engine.AsCallerFS(ctx, func() error {
+		r, err := recipe.LoadAt(abs, path)
+		got = r
+		return err
+	})
+	if err != nil {
+		if engine.CallerOf(ctx) != nil && errors.Is(err, fs.ErrPermission) {
+			return nil, errs.NotFound("recipe %s cannot be read by uid %d: permission denied (builds read recipes with the rights of the user who asked, the one behind sudo too)", path, engine.CallerUID(ctx))
+		}
+		return nil, err
+	}
+	return got, nil
 }

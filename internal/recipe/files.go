@@ -1,11 +1,15 @@
 package recipe
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // resolve makes an input name absolute: ~/ is the home dir, relative
@@ -43,8 +47,14 @@ func (r *Recipe) expand(pattern string) ([]string, error) {
 		return nil, fmt.Errorf("bad pattern %q: %v", pattern, err)
 	}
 	if len(matches) == 0 {
+		// Expanded with the rights of whoever asked (engine.AsCallerFS):
+		// in a dir they cannot search, names that exist and names that do
+		// not get the same answer.
 		if strings.ContainsAny(pattern, "*?[") {
 			return nil, fmt.Errorf("no file matches %q (relative to %s)", pattern, r.Dir)
+		}
+		if _, err := os.Stat(full); errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("file %s cannot be reached: permission denied", full)
 		}
 		return nil, fmt.Errorf("file %s not found", full)
 	}
@@ -83,4 +93,30 @@ func (r *Recipe) expand(pattern string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// MaxBytes caps a recipe file.
+const MaxBytes = 1 << 20
+
+// readRecipe reads a recipe file that must be a regular file: a FIFO or a
+// device named (or swapped in) as a recipe fails at once instead of
+// hanging the command or feeding it forever.
+func readRecipe(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file: name a dbfork.toml")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
+	if err == nil && len(data) > MaxBytes {
+		err = fmt.Errorf("over %d bytes: not a recipe", MaxBytes)
+	}
+	return data, err
 }

@@ -158,12 +158,18 @@ func Load(path string) (*Recipe, error) {
 	if err != nil {
 		return nil, errs.Invalid("recipe %s: %v", path, err)
 	}
-	data, err := os.ReadFile(abs)
+	return LoadAt(abs, path)
+}
+
+// LoadAt is Load of the absolute path abs, named path in errors (as the
+// user gave it).
+func LoadAt(abs, path string) (*Recipe, error) {
+	data, err := readRecipe(abs)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, errs.NotFound("recipe %s not found (create one, see README \"Recipe\", or pass -f FILE)", path)
 	}
 	if err != nil {
-		return nil, errs.Invalid("recipe %s: %v", path, err)
+		return nil, errs.Invalid("recipe %s: %w", path, err)
 	}
 	return Parse(abs, data)
 }

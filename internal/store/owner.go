@@ -22,7 +22,7 @@ func (s *Store) CheckOwn() error {
 			continue
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != me {
-			return errs.Invalid("store %s belongs to uid %d, not to you (uid %d), and its goldens are private to their owner; use it through its daemon (`sudo dbfork serve --store %s`), or a store of your own (drop --store and DBFORK_STORE for ~/.local/share/dbfork)",
+			return errs.Invalid("store %s belongs to uid %d, not to you (uid %d), and its goldens are private to their owner; use it through a daemon that serves other users (`sudo dbfork serve --allow-users --store %s`), or a store of your own (drop --store and DBFORK_STORE for ~/.local/share/dbfork)",
 				s.Root, st.Uid, me, s.Root)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -21,8 +20,8 @@ import (
 func (e *Engine) Load(ctx context.Context, srv *engine.Server, r engine.Build, st engine.Step, out engine.LogWriter) error {
 	switch st.Kind {
 	case engine.StepSQL, engine.StepDump:
-		for _, f := range st.Files {
-			if err := e.clientFile(ctx, srv, r, f, out); err != nil {
+		for i, f := range st.Files {
+			if err := e.clientFile(ctx, srv, r, f, st.ShownName(r, i), out); err != nil {
 				return err
 			}
 		}
@@ -33,20 +32,28 @@ func (e *Engine) Load(ctx context.Context, srv *engine.Server, r engine.Build, s
 	return fmt.Errorf("unknown step kind %q", st.Kind)
 }
 
-// clientFile feeds one file to the command-line client. For dbfork's own
+// clientFile feeds one file to the command-line client on its standard
+// input: the build opened it (a private copy of the bytes it hashed), so
+// the client never opens a path that could be swapped. For dbfork's own
 // builds the client runs as this process over the server's socket; for a
 // build someone else asked for (engine.AsCaller) it runs as that user over
-// 127.0.0.1 with the build password, and a shell running as that user
-// opens the file: what the file makes the client do (`system`, `\!`) and
-// whether it can be read at all are that user's rights, not root's.
-func (e *Engine) clientFile(ctx context.Context, srv *engine.Server, r engine.Build, file string, out engine.LogWriter) error {
+// 127.0.0.1 with the build password: what the file makes the client do
+// (`system`, `\!`) is that user's rights, not root's. shown names the
+// file in errors.
+func (e *Engine) clientFile(ctx context.Context, srv *engine.Server, r engine.Build, file, shown string, out engine.LogWriter) error {
+	in, _, err := engine.OpenInput(file)
+	if err != nil {
+		return fmt.Errorf("%s: %w", shown, err)
+	}
+	defer in.Close()
 	args := []string{"--no-defaults", "--batch", "--user=" + srv.User, "--database=" + srv.Database}
 	if e.Bin.Info.Flavor == MariaDB {
 		args = append(args, "--skip-ssl") // the servers run without TLS; 11.4's client requires it by default
 	}
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `f=$1; shift; exec "$@" < "$f"`, "sh", file, e.Bin.Client)
+	cmd := exec.CommandContext(ctx, e.Bin.Client)
 	cmd.Dir = r.Dir
 	cmd.Env = engine.BaseEnv()
+	cmd.Stdin = in
 	as := engine.AsCaller(ctx, r, cmd)
 	if as != "" {
 		cmd.Env = append(cmd.Env, "MYSQL_PWD="+srv.Password)
@@ -62,14 +69,10 @@ func (e *Engine) clientFile(ctx context.Context, srv *engine.Server, r engine.Bu
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		ee, ran := err.(*exec.ExitError)
-		if as != "" && !ran {
-			return fmt.Errorf("%s: the client could not start%s", r.Rel(file), as)
+		if _, ran := err.(*exec.ExitError); as != "" && !ran {
+			return fmt.Errorf("%s: the client could not start%s", shown, as)
 		}
-		if ran && ee.ExitCode() == 2 && strings.HasPrefix(stderr.String(), "sh: ") && strings.Contains(stderr.String(), "cannot open") {
-			return fmt.Errorf("%s: cannot be opened%s", r.Rel(file), as)
-		}
-		return clientError(r.Rel(file), file, stderr.String(), err)
+		return clientError(shown, file, stderr.String(), err)
 	}
 	return nil
 }
@@ -98,7 +101,7 @@ func clientError(rel, path, stderr string, runErr error) error {
 // statementAt returns the statement starting at a 1-based line, up to
 // its semicolon, squeezed to one short line.
 func statementAt(path string, line int) string {
-	f, err := os.Open(path)
+	f, _, err := engine.OpenInput(path)
 	if err != nil {
 		return ""
 	}

@@ -23,8 +23,8 @@ import (
 func (p *Postgres) Load(ctx context.Context, srv *engine.Server, r engine.Build, st engine.Step, out engine.LogWriter) error {
 	switch st.Kind {
 	case engine.StepSQL:
-		for _, f := range st.Files {
-			if err := p.psqlFile(ctx, srv, r, f, out); err != nil {
+		for i, f := range st.Files {
+			if err := p.psqlFile(ctx, srv, r, f, st.ShownName(r, i), out); err != nil {
 				return err
 			}
 		}
@@ -36,9 +36,9 @@ func (p *Postgres) Load(ctx context.Context, srv *engine.Server, r engine.Build,
 			return err
 		}
 		if format == "plain" {
-			return p.psqlFile(ctx, srv, r, f, out)
+			return p.psqlFile(ctx, srv, r, f, st.ShownName(r, 0), out)
 		}
-		return p.restore(ctx, srv, r, f, out)
+		return p.restore(ctx, srv, r, f, st.ShownName(r, 0), out)
 	case engine.StepRun:
 		return engine.RunCommand(ctx, r, st, p.Conn(srv).Env, out)
 	}
@@ -55,27 +55,36 @@ func (p *Postgres) clientEnv(srv *engine.Server) []string {
 
 var psqlErrRe = regexp.MustCompile(`^psql:(.*):([0-9]+): (ERROR|FATAL|PANIC):\s+(.*)$`)
 
-func (p *Postgres) psqlFile(ctx context.Context, srv *engine.Server, r engine.Build, file string, out engine.LogWriter) error {
+// psqlFile feeds file to psql on its standard input: the build opened
+// it (a private copy of the bytes it hashed), psql never opens it by a
+// path that could be swapped. shown names it in errors.
+func (p *Postgres) psqlFile(ctx context.Context, srv *engine.Server, r engine.Build, file, shown string, out engine.LogWriter) error {
+	in, _, err := engine.OpenInput(file)
+	if err != nil {
+		return fmt.Errorf("%s: %w", shown, err)
+	}
+	defer in.Close()
 	// Host, port, user, database and password come from the environment:
 	// the socket dir for dbfork's own builds, 127.0.0.1 for a caller's.
-	cmd := exec.CommandContext(ctx, p.bin("psql"), "-X", "-q", "-b", "-v", "ON_ERROR_STOP=1", "-f", file)
+	cmd := exec.CommandContext(ctx, p.bin("psql"), "-X", "-q", "-b", "-v", "ON_ERROR_STOP=1", "-f", "-")
 	cmd.Dir = r.Dir
 	cmd.Env = p.clientEnv(srv)
+	cmd.Stdin = in
 	as := engine.AsCaller(ctx, r, cmd)
 	var stderr bytes.Buffer
 	cmd.Stdout = out
 	cmd.Stderr = io.MultiWriter(&stderr, out)
-	err := cmd.Run()
+	err = cmd.Run()
 	if err == nil {
 		return nil
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if as != "" && (strings.Contains(stderr.String(), "Permission denied") || !isExit(err)) {
-		return fmt.Errorf("%s: psql could not start or read it%s", r.Rel(file), as)
+	if as != "" && !isExit(err) {
+		return fmt.Errorf("%s: psql could not start%s", shown, as)
 	}
-	return sqlError(r.Rel(file), stderr.String(), err)
+	return sqlError(shown, stderr.String(), err)
 }
 
 // sqlError turns psql's stderr into one line: file, line, message and the
@@ -123,14 +132,22 @@ func oneLine(s string, max int) string {
 	return s
 }
 
-func (p *Postgres) restore(ctx context.Context, srv *engine.Server, r engine.Build, file string, out engine.LogWriter) error {
+// restore feeds a custom or tar archive to pg_restore on its standard
+// input (seekable: it is the file itself, opened by the build).
+func (p *Postgres) restore(ctx context.Context, srv *engine.Server, r engine.Build, file, shown string, out engine.LogWriter) error {
+	in, _, err := engine.OpenInput(file)
+	if err != nil {
+		return fmt.Errorf("%s: %w", shown, err)
+	}
+	defer in.Close()
 	if p.clientMajor >= 17 && serverMajor(p.version) < 17 {
-		return p.restoreScript(ctx, srv, r, file, out)
+		return p.restoreScript(ctx, srv, r, in, shown, out)
 	}
 	cmd := exec.CommandContext(ctx, p.bin("pg_restore"), "--exit-on-error", "--no-owner", "--no-privileges",
-		"-d", srv.Database, file)
+		"-d", srv.Database)
 	cmd.Dir = r.Dir
 	cmd.Env = p.clientEnv(srv)
+	cmd.Stdin = in
 	as := engine.AsCaller(ctx, r, cmd)
 	var stderr bytes.Buffer
 	cmd.Stdout = out
@@ -140,16 +157,16 @@ func (p *Postgres) restore(ctx context.Context, srv *engine.Server, r engine.Bui
 			return ctx.Err()
 		}
 		if as != "" && !isExit(err) {
-			return fmt.Errorf("%s: pg_restore could not start%s", r.Rel(file), as)
+			return fmt.Errorf("%s: pg_restore could not start%s", shown, as)
 		}
-		return fmt.Errorf("%s: pg_restore failed (%v): %s", r.Rel(file), err, oneLine(engine.Tail(stderr.String(), 4), 400))
+		return fmt.Errorf("%s: pg_restore failed (%v): %s", shown, err, oneLine(engine.Tail(stderr.String(), 4), 400))
 	}
 	return nil
 }
 
 // dumpFormat tells a pg_dump custom or tar archive from a plain SQL dump.
 func dumpFormat(path string) (string, error) {
-	f, err := os.Open(path)
+	f, _, err := engine.OpenInput(path)
 	if err != nil {
 		return "", err
 	}
@@ -169,9 +186,10 @@ func dumpFormat(path string) (string, error) {
 // restoreScript restores through SQL: pg_restore 17 and later start with
 // SET transaction_timeout, which older servers reject, so for them the
 // archive is turned into a script without that line and fed to psql.
-func (p *Postgres) restoreScript(ctx context.Context, srv *engine.Server, r engine.Build, file string, out engine.LogWriter) error {
-	gen := exec.CommandContext(ctx, p.bin("pg_restore"), "--no-owner", "--no-privileges", "-f", "-", file)
+func (p *Postgres) restoreScript(ctx context.Context, srv *engine.Server, r engine.Build, in *os.File, shown string, out engine.LogWriter) error {
+	gen := exec.CommandContext(ctx, p.bin("pg_restore"), "--no-owner", "--no-privileges", "-f", "-")
 	gen.Dir = r.Dir
+	gen.Stdin = in
 	engine.AsCaller(ctx, r, gen)
 	var genErr bytes.Buffer
 	gen.Stderr = &genErr
@@ -222,10 +240,10 @@ func (p *Postgres) restoreScript(ctx context.Context, srv *engine.Server, r engi
 		return ctx.Err()
 	}
 	if runWait != nil {
-		return sqlError(r.Rel(file), stderr.String(), runWait)
+		return sqlError(shown, stderr.String(), runWait)
 	}
 	if genWait != nil || copyErr != nil {
-		return fmt.Errorf("%s: pg_restore failed (%v): %s", r.Rel(file), errors.Join(genWait, copyErr), oneLine(engine.Tail(genErr.String(), 4), 400))
+		return fmt.Errorf("%s: pg_restore failed (%v): %s", shown, errors.Join(genWait, copyErr), oneLine(engine.Tail(genErr.String(), 4), 400))
 	}
 	return nil
 }
