@@ -140,7 +140,7 @@ func keep(t testing.TB) bool { return t.Failed() && os.Getenv(KeepEnv) != "" }
 
 func fromDaemon(ctx context.Context, t testing.TB, c *api.Client, recipePath string) *Instance {
 	t.Helper()
-	l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipePath, PID: os.Getpid()})
+	l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipePath, PID: os.Getpid(), Env: api.Environ()})
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}

@@ -118,7 +118,7 @@ func takeShared(ctx context.Context, t testing.TB, c *api.Client, recipePath str
 		return sl
 	}
 	shared.mu.Unlock()
-	l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipePath})
+	l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipePath, Env: api.Environ()})
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}

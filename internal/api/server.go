@@ -21,7 +21,7 @@ import (
 )
 
 // MaxBody is the largest request body accepted.
-const MaxBody = 64 << 10
+const MaxBody = MaxEnvBytes + 64<<10 // a request may carry the client's environment
 
 type peerKey struct{}
 
@@ -231,6 +231,10 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 func (s *Server) golden(w http.ResponseWriter, r *http.Request) {
 	var req GoldenRequest
 	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := CheckEnv(req.Env); err != nil {
 		s.fail(w, r, err)
 		return
 	}

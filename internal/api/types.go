@@ -6,6 +6,8 @@ package api
 
 import (
 	"context"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/errs"
@@ -99,6 +101,41 @@ type Health struct {
 // GoldenRequest asks for a recipe's golden to exist (POST /v1/goldens).
 type GoldenRequest struct {
 	Recipe string `json:"recipe"` // absolute path of a dbfork.toml
+	// Env is the client's environment: a build's run steps get its PATH,
+	// virtualenv, node, Java and Ruby set-up and what the recipe's env
+	// names, never the daemon's (docs/api.md). Omitted: the daemon's
+	// PATH and locale only.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// Environ is this process's environment as a request's Env, for clients
+// written in Go (the CLI, dbforktest).
+func Environ() map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// MaxEnvBytes bounds the environment a request may carry.
+const MaxEnvBytes = 256 << 10
+
+// CheckEnv is the one rule for a request's env.
+func CheckEnv(env map[string]string) error {
+	n := 0
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return errs.Invalid("env: %q is not a variable a process can have", k)
+		}
+		n += len(k) + len(v) + 2
+	}
+	if n > MaxEnvBytes {
+		return errs.Invalid("env: %d bytes, at most %d: send only what build steps need", n, MaxEnvBytes)
+	}
+	return nil
 }
 
 // Golden answers POST /v1/goldens.
@@ -124,6 +161,8 @@ type AcquireRequest struct {
 	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
 	// How long to wait for a free instance (default 120).
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+	// Env: as in GoldenRequest, for a golden this request builds.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // Longest wait and TTL a request may ask for.
@@ -141,7 +180,7 @@ func (r AcquireRequest) Check() error {
 	if r.WaitSeconds > MaxWaitSeconds || r.TTLSeconds > MaxTTLSeconds {
 		return errs.Invalid("wait_seconds is at most %d and ttl_seconds at most %d", MaxWaitSeconds, MaxTTLSeconds)
 	}
-	return nil
+	return CheckEnv(r.Env)
 }
 
 // Lease is a handed-out instance.

@@ -84,7 +84,7 @@ func obtain(ctx context.Context, g *globals, f upFlags) (*leased, error) {
 			if err != nil {
 				return nil, err
 			}
-			l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: abs, Backend: f.backend})
+			l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: abs, Backend: f.backend, Env: api.Environ()})
 			if err != nil {
 				return nil, err
 			}

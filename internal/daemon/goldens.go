@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -98,7 +99,7 @@ func (d *Daemon) asCaller(ctx context.Context) context.Context {
 // EnsureGolden implements api.Service.
 func (d *Daemon) EnsureGolden(ctx context.Context, req api.GoldenRequest) (*api.Golden, error) {
 	t0 := time.Now()
-	_, _, res, err := d.golden(ctx, req.Recipe)
+	_, _, res, err := d.golden(withStepEnv(ctx, req.Env), req.Recipe)
 	if err != nil {
 		return nil, err
 	}
@@ -122,4 +123,15 @@ func (d *Daemon) Warm(ctx context.Context, recipePath, backendName string) (stri
 		return "", err
 	}
 	return e.id, nil
+}
+
+// withStepEnv makes the run steps of a build this request causes run in
+// the environment the client sent (its virtualenv, node_modules, PATH),
+// never in the daemon's.
+func withStepEnv(ctx context.Context, env map[string]string) context.Context {
+	from := "the client that asked"
+	if p, ok := api.PeerFrom(ctx); ok && p.Unix {
+		from = fmt.Sprintf("the client that asked (uid %d, pid %d)", p.UID, p.PID)
+	}
+	return engine.WithStepEnv(ctx, env, from)
 }

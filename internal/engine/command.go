@@ -17,7 +17,17 @@ import (
 func RunCommand(ctx context.Context, b Build, st Step, connEnv map[string]string, out LogWriter) error {
 	cmd := exec.Command("/bin/sh", "-c", st.Command)
 	cmd.Dir = b.Dir
-	cmd.Env = WithClientPath(os.Environ(), connEnv)
+	base, whose := stepEnv(ctx, b)
+	cmd.Env = WithClientPath(base, connEnv)
+	if se := stepEnvFrom(ctx); se != nil {
+		// The environment is the caller's own, already cut to what a
+		// step needs: nothing of this process's to keep from them.
+		if c := callerFrom(ctx); c != nil && !c.OwnEnv {
+			own := *c
+			own.OwnEnv = true
+			ctx = WithCaller(ctx, func() *Caller { return &own })
+		}
+	}
 	tailBuf := &ringBuffer{max: 4096}
 	errLine := &errorLine{}
 	cmd.Stdout = io.MultiWriter(out, tailBuf, errLine)
@@ -52,10 +62,11 @@ func RunCommand(ctx context.Context, b Build, st Step, connEnv map[string]string
 	if len(lines) > 3 {
 		lines = lines[len(lines)-3:]
 	}
+	hint := envHint(cmd.Env, whose)
 	if first := errLine.String(); first != "" && !strings.Contains(strings.Join(lines, "\n"), first) {
-		return fmt.Errorf("command %q failed with %s: %s (output ends: %s)", st.Command, status, first, strings.Join(lines, " | "))
+		return fmt.Errorf("command %q failed with %s: %s (output ends: %s; %s)", st.Command, status, first, strings.Join(lines, " | "), hint)
 	}
-	return fmt.Errorf("command %q failed with %s; output ends: %s", st.Command, status, strings.Join(lines, " | "))
+	return fmt.Errorf("command %q failed with %s; output ends: %s (%s)", st.Command, status, strings.Join(lines, " | "), hint)
 }
 
 // AsCaller makes cmd (a recipe's command, or a client tool loading its

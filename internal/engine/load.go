@@ -27,6 +27,9 @@ type Build struct {
 	Dir string
 	// Freeze asks Finish to freeze and analyze what was loaded.
 	Freeze bool
+	// Env names variables of the caller's environment passed to run
+	// steps besides the usual ones (the recipe's env = [...]).
+	Env []string
 }
 
 // Rel names a file relative to b.Dir when it lies below it.

@@ -26,7 +26,7 @@ func ClusterOf(r *recipe.Recipe) engine.Cluster {
 
 // BuildOf is what a build server loads r into.
 func BuildOf(r *recipe.Recipe) engine.Build {
-	return engine.Build{Cluster: ClusterOf(r), Path: r.Path, Dir: r.Dir, Freeze: r.Freeze}
+	return engine.Build{Cluster: ClusterOf(r), Path: r.Path, Dir: r.Dir, Freeze: r.Freeze, Env: r.Env}
 }
 
 // StepOf is one of r's load steps as an engine runs it.

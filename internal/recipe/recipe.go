@@ -41,7 +41,10 @@ type Recipe struct {
 	// either (gitignore = true); .dbforkignore and DefaultIgnores always
 	// apply below input dirs.
 	Gitignore bool
-	ignores   ignoreRules
+	// Env names variables of the caller's environment that run steps get
+	// besides PATH, the virtualenv and the like (not part of the key).
+	Env     []string
+	ignores ignoreRules
 }
 
 // Cache names OCI repositories ("registry/repo") from which a golden is
@@ -107,6 +110,7 @@ type rawRecipe struct {
 	Pool     *rawPool       `toml:"pool"`
 	Cache    *rawCache      `toml:"cache"`
 	Gitign   bool           `toml:"gitignore"`
+	Env      stringList     `toml:"env"`
 }
 
 type rawCache struct {
@@ -152,6 +156,8 @@ func (s *stringList) UnmarshalTOML(v any) error {
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
 // Load reads and validates the recipe at path.
 func Load(path string) (*Recipe, error) {
 	abs, err := filepath.Abs(path)
@@ -188,9 +194,15 @@ func Parse(path string, data []byte) (*Recipe, error) {
 		for i, k := range undec {
 			keys[i] = k.String()
 		}
-		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, gitignore, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm/hot, [cache] from/to)", name, keys[0])
+		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, gitignore, env, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm/hot, [cache] from/to)", name, keys[0])
 	}
 	r := &Recipe{Path: path, Dir: filepath.Dir(path), Gitignore: raw.Gitign}
+	for _, n := range raw.Env {
+		if !envNameRe.MatchString(n) {
+			return nil, errs.Invalid("%s: env: %q is not a variable name (letters, digits and _, not starting with a digit)", name, n)
+		}
+		r.Env = append(r.Env, n)
+	}
 	if r.ignores, err = loadIgnores(r.Dir, r.Gitignore); err != nil {
 		return nil, errs.Invalid("%s: %v", name, err)
 	}
