@@ -223,7 +223,14 @@ func (c *Cache) checkDir() error {
 	if err := engine.TrustedDir(d); err != nil {
 		return errs.Invalid("engine cache %s: %v (as root, dbfork fetches only into dirs only root can change)", c.o.Dir, err)
 	}
-	return nil
+	for q := d; ; q = filepath.Dir(q) {
+		if fi, err := os.Stat(q); err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return errs.Invalid("engine cache %s: %s is not searchable by other users (chmod o+x it, or use another cache): as root, dbfork fetches through a uid of its own, which must reach the cache", c.o.Dir, q)
+		}
+		if q == filepath.Dir(q) {
+			return nil
+		}
+	}
 }
 
 // fetchDir makes the fetch's own dir, root's: searchable by its workers

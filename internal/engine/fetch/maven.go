@@ -128,6 +128,9 @@ func (m *Maven) jar(ctx context.Context, w *worker, group, artifact, version, ds
 		if err := m.download(ctx, m.artifactURL(group, artifact, version+"/"+name), dst); err != nil {
 			return sums{}, err
 		}
+		if err := os.Chmod(dst, 0o644); err != nil { // the unpacker reads it
+			return sums{}, err
+		}
 		sum, err := m.get(ctx, m.artifactURL(group, artifact, version+"/"+name+".sha1"))
 		if err != nil {
 			return sums{}, fmt.Errorf("checksum of %s: %w", name, err)
