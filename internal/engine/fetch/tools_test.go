@@ -55,6 +55,7 @@ func noMarks(t *testing.T, marks string) {
 func TestMvnIgnoresPlantedConfig(t *testing.T) {
 	asRoot(t)
 	mvn := mvnPath(t)
+	_ = cacheDir(t) // the test's temp dirs, before TMPDIR points elsewhere
 	marks := openDir(t)
 	callerEnv(t, marks)
 	above := openDir(t)
