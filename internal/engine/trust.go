@@ -34,10 +34,28 @@ func TrustedBinaries(dir string, names []string) error {
 	return nil
 }
 
-// TrustedDir checks that dir (links resolved) and every dir above it are
-// root's and writable by nobody else, whoever runs dbfork.
+// TrustedDir checks that dir and every dir above it are root's and
+// writable by nobody else, whoever runs dbfork: both the path as given
+// (a link on the way must be root's too: one in /tmp could point
+// anywhere) and the path it resolves to.
 func TrustedDir(dir string) error {
-	p, err := filepath.EvalSymlinks(dir)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for q := abs; ; q = filepath.Dir(q) {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(q, &st); err != nil {
+			return err
+		}
+		if st.Mode&syscall.S_IFMT == syscall.S_IFLNK && st.Uid != 0 {
+			return fmt.Errorf("%s is a link of uid %d: only root's links are followed here", q, st.Uid)
+		}
+		if q == "/" {
+			break
+		}
+	}
+	p, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return err
 	}

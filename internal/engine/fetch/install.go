@@ -2,7 +2,6 @@ package fetch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -195,11 +194,11 @@ func (c *Cache) unpack(ctx context.Context, pkg *Package, archive, tmp, final st
 
 // lock takes the cache's lock for one name (a build, a listing).
 func (c *Cache) lock(ctx context.Context, name string) (*lockfile.Lock, error) {
-	if err := c.checkDir(); err != nil {
-		return nil, err
-	}
 	if err := os.MkdirAll(c.o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create engine cache: %w", err)
+	}
+	if err := c.checkDir(); err != nil {
+		return nil, err
 	}
 	return lockfile.Acquire(ctx, filepath.Join(c.o.Dir, name+".lock"), func() {
 		c.notify("waiting for another dbfork fetching %s", name)
@@ -214,12 +213,6 @@ func (c *Cache) checkDir() error {
 		return nil
 	}
 	d := c.o.Dir
-	for {
-		if _, err := os.Lstat(d); err == nil || !errors.Is(err, os.ErrNotExist) || d == filepath.Dir(d) {
-			break
-		}
-		d = filepath.Dir(d)
-	}
 	if err := engine.TrustedDir(d); err != nil {
 		return errs.Invalid("engine cache %s: %v (as root, dbfork fetches only into dirs only root can change)", c.o.Dir, err)
 	}
