@@ -75,6 +75,11 @@ func (c *Cache) InstallPinned(ctx context.Context, engine, want, source, sha256 
 	if err != nil {
 		return nil, err
 	}
+	if sha256 != "" {
+		if _, err := pkg.wantSHA256(engine, want, sha256); err != nil {
+			return nil, err
+		}
+	}
 	if pkg.PyPI != "" {
 		return c.installPyPI(ctx, pkg, want, sha256)
 	}
