@@ -18,6 +18,7 @@ import (
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/lockfile"
+	"github.com/dbfork/dbfork/internal/store"
 )
 
 // Options configure a cache.
@@ -205,6 +206,11 @@ func (c *Cache) GC() ([]string, error) {
 			continue // a fetch is running
 		}
 		p := filepath.Join(c.o.Dir, e.Name())
+		// A root fetch that died left its workers' uid claims: their
+		// processes go first, then the claims, then the files.
+		for _, w := range []string{"mvn", "pip", "tree"} {
+			_ = store.ReleaseOwned(context.Background(), filepath.Join(p, w))
+		}
 		err = fsutil.RemoveAll(p)
 		lock.Release()
 		if err != nil {

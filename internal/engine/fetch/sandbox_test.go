@@ -270,3 +270,36 @@ func TestPlainHTTPRepoRefused(t *testing.T) {
 		t.Fatalf("plain http allowed: %v", err)
 	}
 }
+
+// A root fetch that died leaves its worker's uid claimed and maybe a
+// process of it running: gc ends both with the fetch dir.
+func TestGCEndsDeadFetchWorkers(t *testing.T) {
+	asRoot(t)
+	dir := cacheDir(t)
+	w := filepath.Join(dir, "tmp-postgres-14.99.0-amd64-1", "mvn")
+	if err := os.MkdirAll(w, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	uid, err := store.ClaimUID(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() { _ = store.ReleaseUser(context.Background(), uid, w) }()
+	if _, err := fetch.New(fetch.Options{Dir: dir}).GC(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the dead fetch's worker process was not killed")
+	}
+	noClaimsUnder(t, dir)
+	if got := entries(t, dir); len(got) != 0 {
+		t.Fatalf("gc left %v", got)
+	}
+}
