@@ -171,3 +171,26 @@ func TestFetchToolsRunUnprivileged(t *testing.T) {
 		t.Fatalf("failed fetches left %v", got)
 	}
 }
+
+// As root (under `sudo -E`, $HOME is the caller's), the caller's
+// ~/.m2 decides nothing: neither its settings (a mirror that answers
+// nothing, a local repository of theirs) nor its jars.
+func callersM2(t *testing.T, mvn, home string) {
+	theirs := filepath.Join(home, "theirs")
+	settings := `<settings><localRepository>` + theirs + `</localRepository><mirrors><mirror><id>x</id><mirrorOf>*</mirrorOf><url>https://127.0.0.1:9/</url></mirror></mirrors></settings>`
+	if err := os.MkdirAll(filepath.Join(home, ".m2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".m2", "settings.xml"), []byte(settings), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := newCache(t, fetch.Maven{Mvn: mvn})
+	if _, err := c.Install(context.Background(), "postgres", pgVersion); err != nil {
+		t.Fatalf("root's fetch used the caller's ~/.m2: %v", err)
+	}
+	for _, d := range []string{theirs, filepath.Join(home, ".m2", "repository")} {
+		if _, err := os.Stat(d); err == nil {
+			t.Fatalf("root's fetch wrote the caller's %s", d)
+		}
+	}
+}
