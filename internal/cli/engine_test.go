@@ -115,6 +115,8 @@ func TestEngineBadInput(t *testing.T) {
 	oneLine(e.runEnv(noTools, "engine", "install", "postgres@16"), 4, "DBFORK_MAVEN_REPO", "mvn")
 	oneLine(e.run("engine", "install", "postgres"), 2, "ENGINE@VERSION")
 	oneLine(e.run("engine", "install", "oracle@23"), 4, "oracle")
+	oneLine(e.runEnv([]string{empty}, "engine", "install", "postgres@16.99.0", "--sha256", "not-a-sum"), 2, "--sha256", "not a sha256")
+	oneLine(e.runEnv([]string{empty, "DBFORK_MAVEN_REPO=http://127.0.0.1:9/maven2"}, "engine", "install", "postgres@16"), 2, "plain http", "DBFORK_MAVEN_PLAIN_HTTP=1")
 	oneLine(e.runEnv([]string{empty}, "engine", "rm", "postgres@16.4.0"), 3, "not in the engine cache")
 	if _, err := os.Stat(filepath.Join(e.root, "no-engines")); err == nil {
 		entries, _ := os.ReadDir(filepath.Join(e.root, "no-engines"))

@@ -51,20 +51,31 @@ func (s *Store) ClaimUser(owner string) (User, error) {
 	if !s.User.Dropped() {
 		return s.User, nil
 	}
+	uid, err := ClaimUID(owner)
+	if err != nil {
+		return User{}, err
+	}
+	return s.UserOf(uid), nil
+}
+
+// ClaimUID claims a dynamic uid (and the gid of the same number) for
+// owner, with no group attached: for work that must reach nothing of any
+// store (an engine fetch's downloader and unpacker). Root only.
+func ClaimUID(owner string) (int, error) {
 	if !filepath.IsAbs(owner) || strings.ContainsRune(owner, '\n') {
-		return User{}, fmt.Errorf("uid owner %q is not a plain absolute path", owner)
+		return 0, fmt.Errorf("uid owner %q is not a plain absolute path", owner)
 	}
 	if err := os.MkdirAll(ClaimsDir, 0o700); err != nil {
-		return User{}, fmt.Errorf("create uid claims dir: %w", err)
+		return 0, fmt.Errorf("create uid claims dir: %w", err)
 	}
 	tmp, err := os.CreateTemp(ClaimsDir, "new-")
 	if err != nil {
-		return User{}, fmt.Errorf("claim a uid: %w", err)
+		return 0, fmt.Errorf("claim a uid: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	_, werr := tmp.WriteString(owner + "\n")
 	if cerr := tmp.Close(); werr != nil || cerr != nil {
-		return User{}, fmt.Errorf("claim a uid: %v %v", werr, cerr)
+		return 0, fmt.Errorf("claim a uid: %v %v", werr, cerr)
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -81,11 +92,11 @@ func (s *Store) ClaimUser(owner string) (User, error) {
 			continue
 		}
 		if err != nil {
-			return User{}, fmt.Errorf("claim uid %d: %w", uid, err)
+			return 0, fmt.Errorf("claim uid %d: %w", uid, err)
 		}
-		return s.UserOf(uid), nil
+		return uid, nil
 	}
-	return User{}, errs.Busy("all %d dynamic uids are in use: run `dbfork gc`", DynamicUIDs)
+	return 0, errs.Busy("all %d dynamic uids are in use: run `dbfork gc`", DynamicUIDs)
 }
 
 // UserOf is the user a claimed uid stands for.

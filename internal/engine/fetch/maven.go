@@ -2,19 +2,14 @@ package fetch
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 
 	"github.com/dbfork/dbfork/internal/errs"
 )
@@ -29,13 +24,30 @@ type Maven struct {
 	// (~/.m2/settings.xml localRepository) or ~/.m2/repository.
 	LocalRepo string
 	Client    *http.Client
+	// PlainHTTP allows an http:// RepoURL: the user said so explicitly
+	// (DBFORK_MAVEN_PLAIN_HTTP=1). Pins still decide what is installed.
+	PlainHTTP bool
 }
 
 func (m *Maven) check() error {
 	if m.RepoURL == "" && m.Mvn == "" {
 		return errs.MissingTool("cannot fetch engines: no fetch tool configured; install Maven (mvn) or set DBFORK_MAVEN_REPO to a Maven repository URL (or a <mirror> in ~/.m2/settings.xml)")
 	}
-	return nil
+	if m.RepoURL == "" {
+		return nil
+	}
+	u, err := url.Parse(m.RepoURL)
+	switch {
+	case err != nil || u.Host == "":
+		return errs.Invalid("maven repository URL %q is not an https URL", m.RepoURL)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && m.PlainHTTP:
+		return nil
+	case u.Scheme == "http":
+		return errs.Invalid("maven repository %s is plain http (anyone on the way can change what it sends); use https, or allow plain http explicitly with DBFORK_MAVEN_PLAIN_HTTP=1", m.RepoURL)
+	}
+	return errs.Invalid("maven repository URL %q: only https (or, allowed explicitly, http) is supported", m.RepoURL)
 }
 
 // Describe says where artifacts come from, for doctor and errors.
@@ -53,8 +65,9 @@ type metadata struct {
 	Versions []string `xml:"versioning>versions>version"`
 }
 
-// Versions lists the published versions of group:artifact.
-func (m *Maven) Versions(ctx context.Context, group, artifact string) ([]string, error) {
+// versions lists the published versions of group:artifact; mvn runs as
+// the worker w.
+func (m *Maven) versions(ctx context.Context, w *worker, group, artifact string) ([]string, error) {
 	if err := m.check(); err != nil {
 		return nil, err
 	}
@@ -68,13 +81,20 @@ func (m *Maven) Versions(ctx context.Context, group, artifact string) ([]string,
 	} else {
 		// RELEASE makes mvn refresh the artifact's metadata (one small
 		// pom comes along); the versions are then in the local repo.
-		if _, err := m.run(ctx, "-U", "dependency:get", "-Dartifact="+group+":"+artifact+":RELEASE:pom", "-Dtransitive=false"); err != nil {
+		_, err := m.run(ctx, w, "-U", "dependency:get", "-Dartifact="+group+":"+artifact+":RELEASE:pom", "-Dtransitive=false")
+		if eerr := w.end(ctx); err == nil {
+			err = eerr
+		}
+		if err != nil {
 			return nil, fmt.Errorf("list versions of %s:%s: %w", group, artifact, err)
 		}
-		files, _ := filepath.Glob(filepath.Join(m.localRepo(), filepath.FromSlash(strings.ReplaceAll(group, ".", "/")), artifact, "maven-metadata-*.xml"))
-		for _, f := range files {
-			if b, err := os.ReadFile(f); err == nil {
-				docs = append(docs, b)
+		repo, rel := m.repoOf(w), artifactDir(group, artifact)
+		names, _ := listBeneath(repo, rel)
+		for _, n := range names {
+			if strings.HasPrefix(n, "maven-metadata-") && strings.HasSuffix(n, ".xml") {
+				if b, err := readBeneath(repo, filepath.Join(rel, n), 16<<20); err == nil {
+					docs = append(docs, b)
+				}
 			}
 		}
 	}
@@ -92,114 +112,95 @@ func (m *Maven) Versions(ctx context.Context, group, artifact string) ([]string,
 	return Sorted(all), nil
 }
 
-// Jar makes the jar of one version available as a local file, with the
-// SHA-1 the repository published beside it already checked. tmpDir is
-// where an HTTP download goes.
-func (m *Maven) Jar(ctx context.Context, group, artifact, version, tmpDir string) (path, sha1sum string, err error) {
+// jar makes the jar of one version a file of ours, dst, with the SHA-1
+// the repository published beside it checked, and returns its sums. mvn
+// runs as the worker w; its jar is read only once w has ended.
+func (m *Maven) jar(ctx context.Context, w *worker, group, artifact, version, dst string) (sums, error) {
 	if err := m.check(); err != nil {
-		return "", "", err
+		return sums{}, err
 	}
 	name := artifact + "-" + version + ".jar"
 	var want string
+	var got sums
 	if m.RepoURL != "" {
-		path = filepath.Join(tmpDir, name)
-		if err := m.download(ctx, m.artifactURL(group, artifact, version+"/"+name), path); err != nil {
-			return "", "", err
+		if err := m.download(ctx, m.artifactURL(group, artifact, version+"/"+name), dst); err != nil {
+			return sums{}, err
+		}
+		if err := os.Chmod(dst, 0o644); err != nil { // the unpacker reads it
+			return sums{}, err
 		}
 		sum, err := m.get(ctx, m.artifactURL(group, artifact, version+"/"+name+".sha1"))
 		if err != nil {
-			return "", "", fmt.Errorf("checksum of %s: %w", name, err)
+			return sums{}, fmt.Errorf("checksum of %s: %w", name, err)
 		}
 		want = firstField(string(sum))
+		f, err := os.Open(dst)
+		if err != nil {
+			return sums{}, err
+		}
+		got, err = copyHashed(f, "")
+		f.Close()
+		if err != nil {
+			return sums{}, err
+		}
 	} else {
 		// -C: fail, not warn, when the download does not match the
 		// repository's checksum.
-		if _, err := m.run(ctx, "-C", "dependency:get", "-Dartifact="+group+":"+artifact+":"+version, "-Dtransitive=false"); err != nil {
-			return "", "", err
+		_, err := m.run(ctx, w, "-C", "dependency:get", "-Dartifact="+group+":"+artifact+":"+version, "-Dtransitive=false")
+		if eerr := w.end(ctx); err == nil {
+			err = eerr
 		}
-		path = filepath.Join(m.localRepo(), filepath.FromSlash(strings.ReplaceAll(group, ".", "/")), artifact, version, name)
-		sum, err := os.ReadFile(path + ".sha1")
 		if err != nil {
-			return "", "", fmt.Errorf("mvn left no checksum beside %s: %w", path, err)
+			return sums{}, err
+		}
+		repo, rel := m.repoOf(w), filepath.Join(artifactDir(group, artifact), version, name)
+		sum, err := readBeneath(repo, rel+".sha1", 4096)
+		if err != nil {
+			return sums{}, fmt.Errorf("mvn left no checksum beside %s: %w", filepath.Join(repo, rel), err)
 		}
 		want = firstField(string(sum))
-	}
-	got, err := fileSHA1(path)
-	if err != nil {
-		return "", "", err
-	}
-	if !strings.EqualFold(got, want) {
-		// Removed wherever it came from: mvn would otherwise hand the
-		// same damaged file to every retry.
-		_ = os.Remove(path)
-		where := ""
-		if m.RepoURL == "" {
-			_ = os.Remove(path + ".sha1")
-			where = " (removed from mvn's local repository " + filepath.Dir(path) + "; a retry downloads it again)"
+		f, err := openBeneath(repo, rel)
+		if err != nil {
+			return sums{}, err
 		}
-		return "", "", fmt.Errorf("%w: %s has SHA-1 %s but the repository says %s; refused%s", ErrChecksum, name, got, want, where)
+		got, err = copyHashed(f, dst)
+		f.Close()
+		if err != nil {
+			return sums{}, err
+		}
+		got.local = filepath.Join(repo, rel)
 	}
-	return path, got, nil
+	if !strings.EqualFold(got.sha1, want) {
+		_ = os.Remove(dst)
+		return sums{}, fmt.Errorf("%w: %s has SHA-1 %s but the repository says %s; refused%s", ErrChecksum, name, got.sha1, want, m.forget(w, got.local))
+	}
+	return got, nil
 }
 
-// ErrChecksum is wrapped by checksum mismatches.
-var ErrChecksum = errors.New("checksum mismatch")
-
-var ansiRe = regexp.MustCompile("\x1b\\[[0-9;]*m")
-
-func (m *Maven) run(ctx context.Context, args ...string) (string, error) {
-	// mvn (Java) takes its home from the password database, dbfork from
-	// $HOME: where they differ (sudo -E, CI containers), mvn would read
-	// another settings.xml and fill another local repository than the
-	// one dbfork reads. So mvn is told both.
-	argv := append([]string{"-q", "-B", "-Dstyle.color=never", "-Dmaven.repo.local=" + m.localRepo()}, args...)
-	cmd := exec.CommandContext(ctx, m.Mvn, argv...)
-	cmd.Dir = os.TempDir()
-	cmd.Env = os.Environ()
-	// Not over a user.home the user gave mvn already, and not a home
-	// with blanks (mvn splits MAVEN_OPTS on them).
-	opts := os.Getenv("MAVEN_OPTS")
-	if home, err := os.UserHomeDir(); err == nil && !strings.Contains(opts, "-Duser.home=") && !strings.ContainsAny(home, " \t\n") {
-		cmd.Env = append(cmd.Env, "MAVEN_OPTS="+strings.TrimSpace(opts+" -Duser.home="+home))
+// forget removes a refused jar from mvn's local repository, which would
+// otherwise hand the same file to every retry, and says so. A worker's
+// private repository goes away with its fetch anyway.
+func (m *Maven) forget(w *worker, local string) string {
+	if local == "" || w.dropped() {
+		return ""
 	}
-	cmd.SysProcAttr = dieWithParent()
-	out, err := cmd.CombinedOutput()
-	text := ansiRe.ReplaceAllString(string(out), "")
-	if err == nil {
-		return text, nil
-	}
-	if ctx.Err() != nil {
-		return "", ctx.Err()
-	}
-	if strings.Contains(text, "Could not find artifact") || strings.Contains(text, "could not be resolved") && strings.Contains(text, "not found") {
-		return "", errs.NotFound("mvn found no %s", artifactOf(args))
-	}
-	return "", fmt.Errorf("mvn %s failed: %v: %s", strings.Join(args, " "), err, mvnErrors(text))
+	_ = os.Remove(local)
+	_ = os.Remove(local + ".sha1")
+	return " (removed from mvn's local repository " + filepath.Dir(local) + "; a retry downloads it again)"
 }
 
-func artifactOf(args []string) string {
-	for _, a := range args {
-		if strings.HasPrefix(a, "-Dartifact=") {
-			return strings.TrimPrefix(a, "-Dartifact=")
-		}
+// repoOf is the local repository mvn fills for w: a private one when w is
+// another uid (nothing of the caller's, nothing shared between fetches),
+// else the user's own.
+func (m *Maven) repoOf(w *worker) string {
+	if w.dropped() {
+		return filepath.Join(w.dir, ".m2", "repository")
 	}
-	return "artifact"
+	return m.localRepo()
 }
 
-// mvnErrors keeps the first [ERROR] lines of mvn's output on one line.
-func mvnErrors(out string) string {
-	var keep []string
-	for _, l := range strings.Split(out, "\n") {
-		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "[ERROR]"))
-		if l != "" && len(keep) < 2 {
-			keep = append(keep, l)
-		}
-	}
-	s := strings.Join(keep, " ")
-	if len(s) > 400 {
-		s = s[:397] + "..."
-	}
-	return s
+func artifactDir(group, artifact string) string {
+	return filepath.Join(filepath.FromSlash(strings.ReplaceAll(group, ".", "/")), artifact)
 }
 
 func (m *Maven) localRepo() string {
@@ -315,23 +316,4 @@ func firstField(s string) string {
 		return ""
 	}
 	return f[0]
-}
-
-func fileSHA1(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha1.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// dieWithParent makes a fetch tool (mvn, pip) get SIGKILL when dbfork
-// dies: a dbfork killed mid-fetch leaves no download running on.
-func dieWithParent() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

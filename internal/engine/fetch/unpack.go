@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 )
 
@@ -35,6 +36,7 @@ func unpackTxzInJar(jar, dir, _ string) error {
 		}
 		defer rc.Close()
 		cmd := exec.Command("tar", "-xJf", "-", "-C", dir, "--no-same-owner", "--no-same-permissions")
+		cmd.Env = engine.BaseEnv()
 		cmd.Stdin = rc
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("unpack %s from %s: %v: %s", f.Name, filepath.Base(jar), err, strings.TrimSpace(string(out)))
@@ -125,53 +127,14 @@ func extractZipEntry(f *zip.File, dir, rel string) error {
 	return out.Close()
 }
 
-// seal makes an unpacked tree readable and executable by everyone and
-// writable by its owner only (the server user must run it, never change
-// it); symlinks must stay inside the tree.
-func seal(dir string) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			abs := target
-			if !filepath.IsAbs(abs) {
-				abs = filepath.Join(filepath.Dir(p), target)
-			}
-			if rel, err := filepath.Rel(dir, abs); err != nil || strings.HasPrefix(rel, "..") {
-				return errs.Invalid("%s links outside the install dir (%s); refused", strings.TrimPrefix(p, dir+"/"), target)
-			}
-			return nil
-		case info.IsDir():
-			return os.Chmod(p, 0o755)
-		case info.Mode().IsRegular():
-			mode := os.FileMode(0o644)
-			if info.Mode()&0o111 != 0 {
-				mode = 0o755
-			}
-			return os.Chmod(p, mode)
-		}
-		return errs.Invalid("%s is not a file, directory or symlink; refused", p)
-	})
-}
-
 var missingLibRe = regexp.MustCompile(`error while loading shared libraries: ([^:]+):`)
 
-// probe runs the install's version command; a loader failure names the
-// missing library.
-func probe(ctx context.Context, dir string, argv []string, label string) (string, error) {
+// probe runs the install's version command as the worker that unpacked
+// it; a loader failure names the missing library.
+func probe(ctx context.Context, w *worker, dir string, argv []string, label string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, argv[0]), argv[1:]...)
+	cmd := w.command(ctx, w.env(), append([]string{filepath.Join(dir, argv[0])}, argv[1:]...)...)
 	cmd.Dir = "/"
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

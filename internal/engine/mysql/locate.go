@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -41,7 +40,7 @@ func LocateAt(ctx context.Context, flavor Flavor, basedir string) (*Binaries, er
 			return nil, errs.Invalid("%v", err)
 		}
 	}
-	out, err := exec.CommandContext(ctx, b.Server, "--no-defaults", "--version").CombinedOutput()
+	out, err := engine.ProbeCommand(ctx, b.Server, "--no-defaults", "--version").CombinedOutput()
 	if err != nil {
 		return nil, errs.Unsupported("%s in %s cannot run: %v: %s", filepath.Base(b.Server), basedir, err, strings.TrimSpace(string(out)))
 	}
@@ -88,7 +87,7 @@ func Locate(ctx context.Context, flavor Flavor, bindir, want string) (*Binaries,
 				untrusted = err
 				continue
 			}
-			out, err := exec.CommandContext(ctx, p, "--no-defaults", "--version").Output()
+			out, err := engine.ProbeCommand(ctx, p, "--no-defaults", "--version").Output()
 			if err != nil {
 				continue
 			}

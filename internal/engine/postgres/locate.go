@@ -85,16 +85,16 @@ func hasAll(dir string, names []string) bool {
 // newer servers), else the newest (an older psql still runs plain SQL).
 // It returns the dir and its major version.
 func ClientDir(ctx context.Context, serverDir string, serverMajor int, extra []string) (string, int, error) {
-	if hasAll(serverDir, clientTools) {
+	if hasAll(serverDir, clientTools) && engine.TrustedBinaries(serverDir, clientTools) == nil {
 		return serverDir, serverMajor, nil
 	}
 	fit, fitMajor := "", 0
 	newest, newestMajor := "", -1
 	for _, dir := range dedupe(append(append([]string{}, extra...), candidates(ctx)...)) {
-		if dir == "" || !hasAll(dir, clientTools) {
+		if dir == "" || !hasAll(dir, clientTools) || engine.TrustedBinaries(dir, clientTools) != nil {
 			continue
 		}
-		out, err := exec.CommandContext(ctx, filepath.Join(dir, "psql"), "--version").Output()
+		out, err := engine.ProbeCommand(ctx, filepath.Join(dir, "psql"), "--version").Output()
 		if err != nil {
 			continue
 		}
@@ -117,7 +117,7 @@ func ClientDir(ctx context.Context, serverDir string, serverMajor int, extra []s
 
 func candidates(ctx context.Context) []string {
 	var dirs []string
-	if out, err := exec.CommandContext(ctx, "pg_config", "--bindir").Output(); err == nil {
+	if out, err := engine.ProbeCommand(ctx, "pg_config", "--bindir").Output(); err == nil {
 		dirs = append(dirs, strings.TrimSpace(string(out)))
 	}
 	for _, b := range []string{"postgres", "initdb", "psql"} {
@@ -147,7 +147,7 @@ func versionInPath(p string) int {
 
 // serverVersion runs `postgres -V`: "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)".
 func serverVersion(ctx context.Context, bindir string) (string, error) {
-	out, err := exec.CommandContext(ctx, filepath.Join(bindir, "postgres"), "-V").Output()
+	out, err := engine.ProbeCommand(ctx, filepath.Join(bindir, "postgres"), "-V").Output()
 	if err != nil {
 		return "", fmt.Errorf("postgres -V: %w", err)
 	}
