@@ -94,11 +94,13 @@ class Client {
 
   health() { return this.call('GET', '/v1/health'); }
 
-  ensureGolden(recipe) { return this.call('POST', '/v1/goldens', { recipe: path.resolve(recipe) }); }
+  // The environment goes along: a build's run steps run in it (npx,
+  // node_modules, nvm), not in the daemon's (docs/api.md).
+  ensureGolden(recipe) { return this.call('POST', '/v1/goldens', { recipe: path.resolve(recipe), env: { ...process.env } }); }
 
   // opts: backend, min, max, ttl_seconds, wait_seconds, pid (docs/api.md).
   acquire(recipe, opts = {}) {
-    const body = { recipe: path.resolve(recipe) };
+    const body = { recipe: path.resolve(recipe), env: { ...process.env } };
     for (const k of ['backend', 'min', 'max', 'ttl_seconds', 'wait_seconds', 'pid']) {
       if (opts[k] !== undefined && opts[k] !== null && opts[k] !== '') body[k] = opts[k];
     }

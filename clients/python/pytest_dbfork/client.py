@@ -112,10 +112,12 @@ class Client:
         return self._call("GET", "/v1/health")
 
     def ensure_golden(self, recipe):
-        return self._call("POST", "/v1/goldens", {"recipe": os.path.abspath(recipe)})
+        # The environment goes along: a build's run steps run in it (the
+        # virtualenv that has Django), not in the daemon's (docs/api.md).
+        return self._call("POST", "/v1/goldens", {"recipe": os.path.abspath(recipe), "env": dict(os.environ)})
 
     def acquire(self, recipe, backend=None, min=None, max=None, ttl_seconds=None, wait_seconds=None, pid=None) -> Lease:
-        req = {"recipe": os.path.abspath(recipe)}
+        req = {"recipe": os.path.abspath(recipe), "env": dict(os.environ)}
         for k, v in (("backend", backend), ("min", min), ("max", max), ("ttl_seconds", ttl_seconds),
                      ("wait_seconds", wait_seconds), ("pid", pid)):
             if v is not None:

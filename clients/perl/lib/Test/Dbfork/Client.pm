@@ -72,7 +72,9 @@ sub health { $_[0]->call( GET => '/v1/health' ) }
 
 sub acquire {
     my ( $self, $recipe, %o ) = @_;
-    return $self->call( POST => '/v1/leases', { recipe => Cwd::abs_path($recipe), %o } );
+    # The environment goes along: a build's run steps run in it, not in
+    # the daemon's (docs/api.md).
+    return $self->call( POST => '/v1/leases', { recipe => Cwd::abs_path($recipe), env => {%ENV}, %o } );
 }
 
 sub release { $_[0]->call( DELETE => "/v1/leases/$_[1]" ) }

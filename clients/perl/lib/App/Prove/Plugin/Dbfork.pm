@@ -32,7 +32,7 @@ sub load {
     my $client = Test::Dbfork::Client->new( socket => $ENV{DBFORK_SOCKET} );
     eval { $client->health; 1 } or die $@;
     # Warm the golden now, once, rather than in the first test processes.
-    $client->call( POST => '/v1/goldens', { recipe => $ENV{DBFORK_RECIPE} } );
+    $client->call( POST => '/v1/goldens', { recipe => $ENV{DBFORK_RECIPE}, env => {%ENV} } );
     # Test processes find Test::Dbfork where this plugin came from.
     my $lib = Cwd::abs_path( File::Spec->catdir( File::Basename::dirname( $INC{'App/Prove/Plugin/Dbfork.pm'} ), '..', '..', '..' ) );
     $ENV{PERL5LIB} = join ':', grep { defined && length } $lib, $ENV{PERL5LIB};

@@ -33,16 +33,32 @@ public final class Client {
   }
 
   public Map<String, Object> ensureGolden(Path recipe) {
-    return Json.object(call("POST", "/v1/goldens", "{\"recipe\": " + Json.quote(recipe.toAbsolutePath().toString()) + "}"));
+    // The environment goes along: a build's run steps run in it
+    // (JAVA_HOME, the build tool on PATH), not in the daemon's.
+    return Json.object(call("POST", "/v1/goldens", "{\"recipe\": " + Json.quote(recipe.toAbsolutePath().toString())
+        + ", \"env\": " + envJson() + "}"));
   }
 
   /** Acquires a lease; backend may be null or empty for the default. */
   public Lease acquire(Path recipe, String backend) {
-    StringBuilder b = new StringBuilder("{\"recipe\": ").append(Json.quote(recipe.toAbsolutePath().toString()));
+    StringBuilder b = new StringBuilder("{\"recipe\": ").append(Json.quote(recipe.toAbsolutePath().toString()))
+        .append(", \"env\": ").append(envJson());
     if (backend != null && !backend.isEmpty()) {
       b.append(", \"backend\": ").append(Json.quote(backend));
     }
     return new Lease(Json.object(call("POST", "/v1/leases", b.append('}').toString())));
+  }
+
+  /** This process's environment as a JSON object. */
+  static String envJson() {
+    StringBuilder b = new StringBuilder("{");
+    for (Map.Entry<String, String> e : System.getenv().entrySet()) {
+      if (b.length() > 1) {
+        b.append(", ");
+      }
+      b.append(Json.quote(e.getKey())).append(": ").append(Json.quote(e.getValue()));
+    }
+    return b.append('}').toString();
   }
 
   public void release(String id) {
