@@ -14,21 +14,15 @@ import (
 // root elsewhere.
 
 // setModeOwner gives the open file fd the mode and owner of g, as finish
-// does by path.
+// does by path: no set-id bit (see cloneMode).
 func setModeOwner(fd int, g *unix.Stat_t) error {
-	if err := unix.Fchmod(fd, g.Mode&0o7777); err != nil {
+	if err := unix.Fchmod(fd, cloneMode(g.Mode)); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	if err := unix.Fchown(fd, int(g.Uid), int(g.Gid)); err != nil {
-		return err
-	}
-	if g.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-		return unix.Fchmod(fd, g.Mode&0o7777) // chown cleared set-id bits
-	}
-	return nil
+	return unix.Fchown(fd, int(g.Uid), int(g.Gid))
 }
 
 // namesAt lists the entries of the open directory dfd.

@@ -292,7 +292,7 @@ func (r *restorer) subdir(dfd int, name, rel string, g *unix.Stat_t) error {
 	if err := unix.Fstat(sub, &c); err != nil {
 		return err
 	}
-	if c.Mode != g.Mode || c.Uid != g.Uid || c.Gid != g.Gid {
+	if c.Mode&0o7777 != cloneMode(g.Mode) || c.Uid != g.Uid || c.Gid != g.Gid {
 		return setModeOwner(sub, g)
 	}
 	return nil
