@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/errs"
@@ -59,6 +60,18 @@ func Verify(g *Golden, full bool) ([]Problem, error) {
 		if fs.FileMode(f.Mode).Type() != fi.Mode().Type() {
 			out = append(out, Problem{rel, fmt.Sprintf("type changed (%v, manifest %v)", fi.Mode().Type(), fs.FileMode(f.Mode).Type())})
 			return nil
+		}
+		// Even where the manifest agrees (goldens published before they
+		// were cleaned of set-id bits): never cloned (entries.go).
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			why := badType(st.Mode, uint64(st.Nlink))
+			if why == "" {
+				why = badBits(st.Mode)
+			}
+			if why != "" {
+				out = append(out, Problem{rel, why + ", which no golden may hold"})
+				return nil
+			}
 		}
 		// Set-id and sticky bits count too: a golden file turned setuid is
 		// a change, not a detail.
