@@ -57,7 +57,7 @@ func shareTree(data string, m *Manifest, u store.User) error {
 			return entryRefused(rel, why)
 		}
 		if !owners[st.Uid] {
-			return entryRefused(rel, fmt.Sprintf("belongs to uid %d, not to the build's uid %d", st.Uid, top.Uid))
+			return entryRefused(rel, fmt.Sprintf("belongs to uid %d, not to the data dir's owner (uid %d, the build's)", st.Uid, top.Uid))
 		}
 		return nil
 	})
