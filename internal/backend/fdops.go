@@ -3,10 +3,11 @@ package backend
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
 // Operations on a clone through directory descriptors (restore.go): no
@@ -23,20 +24,6 @@ func setModeOwner(fd int, g *unix.Stat_t) error {
 		return nil
 	}
 	return unix.Fchown(fd, int(g.Uid), int(g.Gid))
-}
-
-// namesAt lists the entries of the open directory dfd.
-func namesAt(dfd int) ([]string, error) {
-	dup, err := unix.Dup(dfd)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(dup), "dir")
-	defer f.Close()
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	return f.Readdirnames(-1)
 }
 
 // removeAt removes name from the open directory dfd, with everything
@@ -59,7 +46,7 @@ func removeAt(dfd int, name string) error {
 	if err := sameFS(dfd, sub, name); err != nil {
 		return err
 	}
-	names, err := namesAt(sub)
+	names, err := fsutil.NamesAt(sub)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
 // Restorer is implemented by backends whose clone is a plain tree made
@@ -184,7 +186,7 @@ func (r *restorer) dir(dfd int, rel string) error {
 	if err != nil {
 		return err
 	}
-	names, err := namesAt(dfd)
+	names, err := fsutil.NamesAt(dfd)
 	if err != nil {
 		return err
 	}

@@ -61,22 +61,21 @@ func Verify(g *Golden, full bool) ([]Problem, error) {
 			out = append(out, Problem{rel, fmt.Sprintf("type changed (%v, manifest %v)", fi.Mode().Type(), fs.FileMode(f.Mode).Type())})
 			return nil
 		}
-		// Even where the manifest agrees (goldens published before they
-		// were cleaned of set-id bits): never cloned (entries.go).
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			why := badType(st.Mode, uint64(st.Nlink))
-			if why == "" {
-				why = badBits(st.Mode)
-			}
-			if why != "" {
-				out = append(out, Problem{rel, why + ", which no golden may hold"})
-				return nil
-			}
-		}
 		// Set-id and sticky bits count too: a golden file turned setuid is
 		// a change, not a detail.
 		if modeBits(fs.FileMode(f.Mode)) != modeBits(fi.Mode()) {
 			out = append(out, Problem{rel, fmt.Sprintf("mode %v, manifest %v", modeBits(fi.Mode()), modeBits(fs.FileMode(f.Mode)))})
+		}
+		// And even where the manifest agrees (goldens published before
+		// they were cleaned of set-id bits): never cloned (entries.go).
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			if why := badType(st.Mode, uint64(st.Nlink)); why != "" {
+				out = append(out, Problem{rel, why + ", which no golden may hold"})
+				return nil
+			}
+			if why := badBits(st.Mode); why != "" {
+				out = append(out, Problem{rel, why + ", which no golden may hold"})
+			}
 		}
 		switch {
 		case fi.Mode().IsRegular():
