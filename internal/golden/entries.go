@@ -92,3 +92,32 @@ func stripMode(m fs.FileMode) fs.FileMode {
 	}
 	return m
 }
+
+// CheckFile refuses a manifest entry (a pulled or imported golden's,
+// before anything is written) whose mode says it is something a golden
+// cannot hold: a device, FIFO or socket, or a set-id or file sticky bit.
+func CheckFile(f File) error {
+	m := fs.FileMode(f.Mode)
+	why := ""
+	switch {
+	case m&fs.ModeCharDevice != 0:
+		why = "is a character device"
+	case m&fs.ModeDevice != 0:
+		why = "is a block device"
+	case m&fs.ModeNamedPipe != 0:
+		why = "is a FIFO (named pipe)"
+	case m&fs.ModeSocket != 0:
+		why = "is a socket"
+	case m.Type()&^(fs.ModeDir|fs.ModeSymlink) != 0:
+		why = "is of an unknown kind (" + m.Type().String() + ")"
+	case m&fs.ModeSetuid != 0:
+		why = "has the set-user-id bit"
+	case m&fs.ModeSetgid != 0:
+		why = "has the set-group-id bit"
+	case m&fs.ModeSticky != 0 && !m.IsDir():
+		why = "has the sticky bit"
+	default:
+		return nil
+	}
+	return errs.Invalid("golden manifest: %s %s; a golden holds only directories, regular files and symlinks, without set-id bits (refused: this artifact was not made by dbfork, or was changed)", f.Path, why)
+}

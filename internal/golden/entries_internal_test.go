@@ -113,3 +113,22 @@ func TestGoldenEntriesRefused(t *testing.T) {
 		})
 	}
 }
+
+// A manifest entry (a pull's, before anything is written) naming a
+// device, FIFO, socket or set-id file is refused; plain entries pass.
+func TestCheckFileModes(t *testing.T) {
+	for _, c := range []struct {
+		mode os.FileMode
+		want string
+	}{
+		{0o600, ""}, {os.ModeDir | 0o700, ""}, {os.ModeSymlink | 0o777, ""}, {os.ModeDir | os.ModeSticky | 0o700, ""},
+		{os.ModeDevice | os.ModeCharDevice | 0o666, "character device"}, {os.ModeDevice | 0o600, "device"},
+		{os.ModeNamedPipe | 0o600, "pipe"}, {os.ModeSocket | 0o600, "socket"},
+		{os.ModeSetuid | 0o755, "set-user-id"}, {os.ModeSetgid | 0o755, "set-group-id"}, {os.ModeSticky | 0o644, "sticky"},
+	} {
+		err := CheckFile(File{Path: "base/1/x", Mode: uint32(c.mode)})
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "base/1/x")) {
+			t.Errorf("mode %v: %v, want %q", c.mode, err, c.want)
+		}
+	}
+}
