@@ -106,6 +106,12 @@ func ChmodAt(dfd int, name string, mode uint32) error {
 	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 		return fmt.Errorf("chmod %s: %w", name, err)
 	}
+	return chmodAtPath(dfd, name, mode)
+}
+
+// chmodAtPath is ChmodAt through an O_PATH descriptor, which pins the
+// entry itself, and /proc/self/fd, which names it without a lookup.
+func chmodAtPath(dfd int, name string, mode uint32) error {
 	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("chmod %s: %w", name, err)
