@@ -3,10 +3,11 @@ package backend
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
 // Operations on a clone through directory descriptors (restore.go): no
@@ -14,35 +15,15 @@ import (
 // root elsewhere.
 
 // setModeOwner gives the open file fd the mode and owner of g, as finish
-// does by path.
+// does by path: no set-id bit (see cloneMode).
 func setModeOwner(fd int, g *unix.Stat_t) error {
-	if err := unix.Fchmod(fd, g.Mode&0o7777); err != nil {
+	if err := unix.Fchmod(fd, cloneMode(g.Mode)); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	if err := unix.Fchown(fd, int(g.Uid), int(g.Gid)); err != nil {
-		return err
-	}
-	if g.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-		return unix.Fchmod(fd, g.Mode&0o7777) // chown cleared set-id bits
-	}
-	return nil
-}
-
-// namesAt lists the entries of the open directory dfd.
-func namesAt(dfd int) ([]string, error) {
-	dup, err := unix.Dup(dfd)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(dup), "dir")
-	defer f.Close()
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	return f.Readdirnames(-1)
+	return unix.Fchown(fd, int(g.Uid), int(g.Gid))
 }
 
 // removeAt removes name from the open directory dfd, with everything
@@ -65,7 +46,7 @@ func removeAt(dfd int, name string) error {
 	if err := sameFS(dfd, sub, name); err != nil {
 		return err
 	}
-	names, err := namesAt(sub)
+	names, err := fsutil.NamesAt(sub)
 	if err != nil {
 		return err
 	}

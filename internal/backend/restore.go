@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
 // Restorer is implemented by backends whose clone is a plain tree made
@@ -184,7 +186,7 @@ func (r *restorer) dir(dfd int, rel string) error {
 	if err != nil {
 		return err
 	}
-	names, err := namesAt(dfd)
+	names, err := fsutil.NamesAt(dfd)
 	if err != nil {
 		return err
 	}
@@ -292,7 +294,7 @@ func (r *restorer) subdir(dfd int, name, rel string, g *unix.Stat_t) error {
 	if err := unix.Fstat(sub, &c); err != nil {
 		return err
 	}
-	if c.Mode != g.Mode || c.Uid != g.Uid || c.Gid != g.Gid {
+	if c.Mode&0o7777 != cloneMode(g.Mode) || c.Uid != g.Uid || c.Gid != g.Gid {
 		return setModeOwner(sub, g)
 	}
 	return nil

@@ -83,20 +83,23 @@ func copyTree(src, dst string, fileFn func(src, dst *os.File) error) error {
 
 // finish gives one entry of a new clone its mode and owner without
 // following a symlink: the mode first (root still owns it), then the owner.
+// Set-id bits are never given: chown clears them, and a clone must not
+// get them back even from a golden that has one (published before goldens
+// were cleaned of them): a set-id file in a clone is a way out of the
+// instance's uid for anyone whose SQL can run programs.
 func finish(p string, st *unix.Stat_t) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
-		if err := fsutil.ChmodNoFollow(p, st.Mode); err != nil {
+		if err := fsutil.ChmodNoFollow(p, cloneMode(st.Mode)); err != nil {
 			return err
 		}
 	}
-	if err := lchown(p, st); err != nil {
-		return err
-	}
-	if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 && st.Mode&unix.S_IFMT != unix.S_IFLNK && os.Geteuid() == 0 {
-		// chown cleared set-id bits: put them back as the golden has them.
-		return fsutil.ChmodNoFollow(p, st.Mode)
-	}
-	return nil
+	return lchown(p, st)
+}
+
+// cloneMode is the mode a clone's entry gets for a golden entry of mode m:
+// its permission bits (and a directory's sticky bit), no set-id bit.
+func cloneMode(m uint32) uint32 {
+	return m & 0o7777 &^ (unix.S_ISUID | unix.S_ISGID)
 }
 
 func copyFile(src, dst string, fileFn func(src, dst *os.File) error) error {

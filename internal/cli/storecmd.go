@@ -74,15 +74,15 @@ func initPlainStore(g *globals, root string) error {
 func newStoreUmountCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "umount",
-		Short: "Unmount a loop-backed store (refused while instances run on it)",
+		Short: "Unmount a loop-backed store, or a plain store's nosuid bind mount (refused while instances run on it)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			root, err := g.storeRoot()
 			if err != nil {
 				return err
 			}
-			if _, err := os.Stat(store.ImagePath(root)); err != nil {
-				return errs.NotFound("%s is not a loop-backed store (no %s)", root, store.ImagePath(root))
+			if _, err := os.Stat(store.ImagePath(root)); err != nil && !store.PlainBound(root) {
+				return errs.NotFound("%s is not a loop-backed store (no %s) nor a plain one mounted nosuid on itself", root, store.ImagePath(root))
 			}
 			mounted, err := fsutil.MountsUnder(root)
 			if err != nil {

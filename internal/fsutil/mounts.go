@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -15,9 +16,13 @@ import (
 
 // Mount is one line of /proc/self/mountinfo.
 type Mount struct {
-	Point  string
-	FSType string
-	Source string
+	ID, Parent int    // mount ids
+	Dev        string // major:minor of the filesystem
+	Root       string // the dir of the filesystem mounted (not "/" for a bind)
+	Point      string
+	Options    string // this mount's own options (nosuid, nodev, ...)
+	FSType     string
+	Source     string
 }
 
 // Mounts returns the current mount table of this process's namespace.
@@ -39,10 +44,13 @@ func Mounts() ([]Mount, error) {
 				break
 			}
 		}
-		if len(fields) < 5 || sep < 0 || sep+2 >= len(fields) {
+		if len(fields) < 6 || sep < 0 || sep+2 >= len(fields) {
 			continue
 		}
+		id, _ := strconv.Atoi(fields[0])
+		parent, _ := strconv.Atoi(fields[1])
 		out = append(out, Mount{
+			ID: id, Parent: parent, Dev: fields[2], Root: unescapeMount(fields[3]), Options: fields[5],
 			Point:  unescapeMount(fields[4]),
 			FSType: fields[sep+1],
 			Source: unescapeMount(fields[sep+2]),

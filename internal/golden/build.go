@@ -216,11 +216,11 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err := endBuildUser(ctx, bu, tmp); err != nil {
 		return nil, err
 	}
+	// As root the tree goes to the server user and its group; in every
+	// case set-id bits go and what a golden cannot hold is refused.
 	shared := s.User.Dropped()
-	if shared {
-		if err := shareTree(data, nil, s.User); err != nil {
-			return nil, err
-		}
+	if err := shareTree(data, nil, s.User); err != nil {
+		return nil, err
 	}
 	files, total, err := listFiles(data)
 	if err != nil {

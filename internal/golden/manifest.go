@@ -172,6 +172,9 @@ func listFiles(root string) ([]File, int64, error) {
 		if err != nil {
 			return err
 		}
+		if err := refuseEntry(rel, fi); err != nil {
+			return err
+		}
 		f := File{Path: rel, Mode: uint32(fi.Mode())}
 		switch {
 		case fi.Mode().IsRegular():

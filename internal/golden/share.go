@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -27,44 +26,86 @@ import (
 // groupMode gives the group what the owner has.
 func groupMode(m uint32) uint32 { return m | (m&0o700)>>3 }
 
-// shareTree gives every entry below data (not data itself) to u with the
-// owner's rights for the group, without following symlinks, and records
-// the new modes in m (when not nil). Nobody but root may be able to
-// change the tree meanwhile: the build's own uid has no process left.
+// shareTree hands the tree below data over to u once the build's (or
+// pull's) own processes are gone: with u the dropped server user (as
+// root), every entry becomes u's with the owner's rights for the group
+// too, and data itself u's; in every case no entry keeps a set-id bit
+// (nor a file its sticky bit). The new modes go into m (when not nil).
+//
+// It refuses, changing nothing, a tree with an entry a golden cannot hold
+// (a device, FIFO or socket, a file with other hard links) or one owned
+// by anyone but data's owner (the build's uid) or u: root would give it
+// to u. All of it goes through directory fds without following a
+// symlink. Nobody but root may be able to change the tree meanwhile.
 func shareTree(data string, m *Manifest, u store.User) error {
-	modes := map[string]uint32{}
-	err := filepath.WalkDir(data, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	dfd, err := fsutil.OpenDirNoFollow(data)
+	if err != nil {
+		return fmt.Errorf("share golden files with the servers' group: %w", err)
+	}
+	defer unix.Close(dfd)
+	var top unix.Stat_t
+	if err := unix.Fstat(dfd, &top); err != nil {
+		return err
+	}
+	owners := map[uint32]bool{top.Uid: true}
+	if u.Dropped() {
+		owners[uint32(u.UID)] = true
+	}
+	// Look first, change after: a refused tree is left as it was.
+	err = fsutil.WalkAt(dfd, func(_ int, _, rel string, st *unix.Stat_t) error {
+		if why := badType(st.Mode, uint64(st.Nlink)); why != "" {
+			return entryRefused(rel, why)
 		}
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return err
+		if !owners[st.Uid] {
+			return entryRefused(rel, fmt.Sprintf("belongs to uid %d, not to the data dir's owner (uid %d, the build's)", st.Uid, top.Uid))
 		}
-		if err := os.Lchown(p, u.UID, u.GID); err != nil {
-			return err
-		}
-		if p == data || st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			return nil
-		}
-		// chown cleared any set-id bit: the mode is set again in full.
-		if err := fsutil.ChmodNoFollow(p, groupMode(st.Mode&0o7777)); err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(data, p)
-		modes[rel] = 0
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	changed := map[string]bool{}
+	err = fsutil.WalkAt(dfd, func(dir int, name, rel string, st *unix.Stat_t) error {
+		if u.Dropped() {
+			if err := fsutil.ChownAt(dir, name, u.UID, u.GID); err != nil {
+				return err
+			}
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return nil
+		}
+		mode := st.Mode & 0o777
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			mode |= st.Mode & unix.S_ISVTX
+		}
+		if u.Dropped() {
+			mode = groupMode(mode)
+		} else if mode == st.Mode&0o7777 {
+			return nil // the user's own build: nothing to strip
+		}
+		if err := fsutil.ChmodAt(dir, name, mode); err != nil {
+			return err
+		}
+		changed[rel] = true
+		return nil
+	})
+	if err == nil && u.Dropped() {
+		err = unix.Fchown(dfd, u.UID, u.GID)
+	}
 	if err != nil {
 		return fmt.Errorf("share golden files with the servers' group: %w", err)
 	}
 	if m != nil {
 		for i := range m.Files {
-			if _, ok := modes[m.Files[i].Path]; ok {
-				m.Files[i].Mode = groupMode(m.Files[i].Mode)
+			if changed[m.Files[i].Path] {
+				mode := stripMode(fs.FileMode(m.Files[i].Mode))
+				if u.Dropped() {
+					mode = fs.FileMode(groupMode(uint32(mode)))
+				}
+				m.Files[i].Mode = uint32(mode)
 			}
 		}
-		m.GroupShared = true
+		m.GroupShared = m.GroupShared || u.Dropped()
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/errs"
@@ -64,6 +65,17 @@ func Verify(g *Golden, full bool) ([]Problem, error) {
 		// a change, not a detail.
 		if modeBits(fs.FileMode(f.Mode)) != modeBits(fi.Mode()) {
 			out = append(out, Problem{rel, fmt.Sprintf("mode %v, manifest %v", modeBits(fi.Mode()), modeBits(fs.FileMode(f.Mode)))})
+		}
+		// And even where the manifest agrees (goldens published before
+		// they were cleaned of set-id bits): never cloned (entries.go).
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			if why := badType(st.Mode, uint64(st.Nlink)); why != "" {
+				out = append(out, Problem{rel, why + ", which no golden may hold"})
+				return nil
+			}
+			if why := badBits(st.Mode); why != "" {
+				out = append(out, Problem{rel, why + ", which no golden may hold"})
+			}
 		}
 		switch {
 		case fi.Mode().IsRegular():

@@ -50,7 +50,8 @@ func Open(root string) (*Store, error) { return OpenWith(root, Options{}) }
 // OpenWith creates the store layout if needed (on an XFS image of its own
 // when o.AutoImage says so and the filesystem cannot share extents),
 // remounts a loop-backed store after a reboot, and resolves the server
-// user. As root it refuses a store path others could change.
+// user. As root it refuses a store path others could change, and puts a
+// plain store on a nosuid,nodev bind mount of itself (nosuid.go).
 func OpenWith(root string, o Options) (*Store, error) {
 	if root == "" {
 		root = DefaultRoot()
@@ -86,6 +87,9 @@ func OpenWith(root string, o Options) (*Store, error) {
 		}
 	}
 	if err := checkReachable(abs, u); err != nil {
+		return nil, err
+	}
+	if err := ensureNoSuid(abs, o); err != nil {
 		return nil, err
 	}
 	return s, nil
