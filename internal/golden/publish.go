@@ -68,7 +68,10 @@ func NewWorkDir(s *store.Store, key string) (string, error) {
 // ("build", "pull").
 func Publish(s *store.Store, tmp string, m *Manifest, phase string) (*Golden, error) {
 	data := filepath.Join(tmp, "data")
-	if s.User.Dropped() && !m.GroupShared {
+	// A build handed its tree over before it listed it; a pulled tree is
+	// handed over here whatever its manifest claims (stripping set-id
+	// bits, refusing special files), as root and as a user alike.
+	if phase != "build" || (s.User.Dropped() && !m.GroupShared) {
 		if err := shareTree(data, m, s.User); err != nil {
 			return nil, err
 		}

@@ -374,6 +374,11 @@ func checkFiles(files []golden.File) error {
 		if f.Size < 0 {
 			return fmt.Errorf("golden manifest gives %q a negative size", f.Path)
 		}
+		// No set-id bit, device, FIFO or socket: the rule a build's
+		// hand-over applies, before anything is written.
+		if err := golden.CheckFile(f); err != nil {
+			return err
+		}
 		kinds[f.Path] = t
 	}
 	for _, f := range files {
