@@ -158,6 +158,9 @@ func ensureDaemon(ctx context.Context, g *globals, idle, wait time.Duration) (*d
 	}
 	sock := api.SocketPath(root)
 	if h, err := ask(ctx, sock, true); err == nil {
+		if err := checkAPI(sock, h); err != nil {
+			return nil, err
+		}
 		return &daemonInfo{Socket: sock, Store: root, PID: h.PID}, nil
 	}
 	s, err := g.openStore()

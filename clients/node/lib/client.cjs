@@ -8,6 +8,10 @@ const http = require('node:http');
 const path = require('node:path');
 const { execFile } = require('node:child_process');
 
+// The API version this client speaks; /v1/health says the daemon's (its
+// "api"), and a client refuses a daemon of another version up front.
+const API_VERSION = 1;
+
 class DbforkError extends Error {
   // kind is the daemon's: invalid, not_found, busy, unsupported, ...
   constructor(message, kind = 'internal', status = 0) {
@@ -56,7 +60,30 @@ class Client {
     this.timeoutMs = timeoutMs;
   }
 
-  call(method, urlPath, body) {
+  // Rejects (kind "conflict") unless the daemon speaks API_VERSION: a
+  // daemon left running by another dbfork install would otherwise misread
+  // requests in the middle of a test run.
+  checkApi() {
+    if (!this.apiChecked) {
+      this.apiChecked = this.raw('GET', '/v1/health').then((h) => {
+        if (!h || h.api !== API_VERSION) {
+          throw new DbforkError(`dbfork: the daemon on ${this.socketPath} speaks API version ${(h && h.api) || 0} ` +
+            `(dbfork ${(h && h.version) || 'unknown'}) but @dbfork/node speaks ${API_VERSION}: stop it with ` +
+            '`dbfork daemon stop` and run again (or install the dbfork that matches)', 'conflict', 409);
+        }
+        return h;
+      });
+      this.apiChecked.catch(() => { this.apiChecked = null; });
+    }
+    return this.apiChecked;
+  }
+
+  async call(method, urlPath, body) {
+    if (!urlPath.startsWith('/v1/health')) await this.checkApi();
+    return this.raw(method, urlPath, body);
+  }
+
+  raw(method, urlPath, body) {
     const data = body === undefined ? null : Buffer.from(JSON.stringify(body));
     const headers = data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {};
     return new Promise((resolve, reject) => {
@@ -120,4 +147,4 @@ class Client {
   async leases() { return (await this.call('GET', '/v1/leases')).leases || []; }
 }
 
-module.exports = { Client, DbforkError, findSocket };
+module.exports = { API_VERSION, Client, DbforkError, findSocket };

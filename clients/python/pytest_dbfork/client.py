@@ -13,6 +13,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
+# The API version this client speaks; /v1/health says the daemon's (its
+# "api"), and a client refuses a daemon of another version up front.
+API_VERSION = 1
 
 
 class DbforkError(Exception):
@@ -79,6 +82,7 @@ class Client:
         # the default is dbfork's to say, not this client's).
         self.socket_path = socket_path or find_socket(store)
         self.timeout = timeout
+        self._api_checked = False
 
     def available(self):
         """True when a daemon answers on the socket."""
@@ -90,7 +94,22 @@ class Client:
         except (OSError, DbforkError):
             return False
 
+    def check_api(self):
+        """Raises DbforkError (kind "conflict") unless the daemon speaks
+        API_VERSION: a daemon left running by another dbfork install would
+        otherwise misread requests in the middle of a test run."""
+        h = self._call("GET", "/v1/health")
+        if h.get("api") != API_VERSION:
+            raise DbforkError(
+                "dbfork: the daemon on %s speaks API version %s (dbfork %s) but pytest-dbfork speaks %d: "
+                "stop it with `dbfork daemon stop` and run again (or install the dbfork that matches)"
+                % (self.socket_path, h.get("api", 0), h.get("version") or "unknown", API_VERSION), "conflict", 409)
+        self._api_checked = True
+        return h
+
     def _call(self, method, path, body=None):
+        if not self._api_checked and not path.startswith("/v1/health"):
+            self.check_api()
         conn = _UnixConnection(self.socket_path, self.timeout)
         try:
             data = None if body is None else json.dumps(body).encode()
