@@ -183,6 +183,18 @@ class Client:
         return self._call("GET", "/v1/pools")["pools"]
 
 
+def find_binary():
+    """The dbfork binary: $DBFORK_BIN, else the one this package carries
+    (the platform wheels and a build from the sdist put it in
+    pytest_dbfork/bin/), else dbfork on PATH. None when there is none."""
+    if os.environ.get("DBFORK_BIN"):
+        return os.environ["DBFORK_BIN"]
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "dbfork")
+    if os.access(bundled, os.X_OK):
+        return bundled
+    return shutil.which("dbfork")
+
+
 def find_socket(store=None):
     """The API socket, by the one rule of docs/api.md ("Finding the
     daemon"): $DBFORK_SOCKET as it is, else whatever `dbfork daemon start`
@@ -190,10 +202,11 @@ def find_socket(store=None):
     by itself when idle). Raises DbforkError with dbfork's one-line reason."""
     if os.environ.get("DBFORK_SOCKET"):
         return os.environ["DBFORK_SOCKET"]
-    binary = os.environ.get("DBFORK_BIN") or shutil.which("dbfork")
+    binary = find_binary()
     if not binary:
-        raise DbforkError("dbfork is not on PATH: install it, or set DBFORK_BIN to it "
-                          "(or DBFORK_SOCKET to a running daemon's socket)", "missing_tool")
+        raise DbforkError("dbfork is not on PATH and this pytest-dbfork carries none (an install from source "
+                          "without its binary): install the wheel for this platform, or set DBFORK_BIN to "
+                          "dbfork (or DBFORK_SOCKET to a running daemon's socket)", "missing_tool")
     args = [binary] + (["--store", store] if store else []) + ["daemon", "start", "--json"]
     try:
         p = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
