@@ -26,7 +26,9 @@ fi
 ONLY="${RELEASE_ONLY-python node maven perl go deb}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
-export VERSION OUT REPO
+# Artifacts that record file times (wheels, tarballs, jars) take the commit's.
+SOURCE_DATE_EPOCH="$(git -C "$REPO" log -1 --format=%ct)"
+export VERSION OUT REPO SOURCE_DATE_EPOCH
 
 # A clean copy of the committed tree: nothing a developer has lying around
 # (bin/, node_modules, target/, uncommitted edits) gets into an artifact.

@@ -9,7 +9,7 @@ sed -i "s/^version = \".*\"/version = \"$VERSION\"/" "$py/pyproject.toml"
 mkdir -p "$OUT/python"
 for arch in amd64 arm64; do
   rm -rf "$py/build"
-  (cd "$py" && DBFORK_BINARY="$OUT/dbfork-linux-$arch" DBFORK_GOARCH="$arch" SOURCE_DATE_EPOCH=0 \
+  (cd "$py" && DBFORK_BINARY="$OUT/dbfork-linux-$arch" DBFORK_GOARCH="$arch" \
     /usr/bin/python3 -m pip wheel -q --no-build-isolation --no-deps -w "$OUT/python" .)
 done
 (cd "$py" && /usr/bin/python3 setup.py -q sdist -d "$OUT/python") 2> >(grep -v -i 'warn' >&2)
