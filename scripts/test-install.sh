@@ -21,9 +21,12 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for h in "$WORK"/h-*; do
     [ -d "$h" ] || continue
-    # The user's on-demand daemon and anything left in its store.
-    as_user "$h" dbfork_any daemon stop >/dev/null 2>&1 || true
-    as_user "$h" dbfork_any gc --all >/dev/null 2>&1 || true
+    # The user's on-demand daemon and anything left in its store, by
+    # whichever dbfork that user's install brought.
+    local b
+    b="$(user_dbfork "$h")" || continue
+    as_user "$h" "$b" daemon stop >/dev/null 2>&1 || true
+    as_user "$h" "$b" gc --all >/dev/null 2>&1 || true
   done
   dpkg-query -W dbfork >/dev/null 2>&1 && apt-get remove -y -qq dbfork >/dev/null 2>&1 || true
   rm -rf "$WORK"
@@ -52,15 +55,15 @@ as_user() {
     XDG_DATA_HOME="$h/.local/share" DBFORK_STORE_FS=plain DBFORK_DAEMON_IDLE=2s "$@")
 }
 
-# dbfork_any: whichever dbfork the user's install brought, for clean-up.
-dbfork_any() {
-  for b in "$HOME"/bin/dbfork "$HOME"/venv/lib/python3*/site-packages/pytest_dbfork/bin/dbfork \
-    "$HOME"/proj-node/node_modules/@dbfork/linux-*/bin/dbfork; do
-    [ -x "$b" ] && exec "$b" "$@"
+# user_dbfork HOME: the dbfork a user's install brought (for clean-up).
+user_dbfork() {
+  local b
+  for b in "$1"/bin/dbfork "$1"/venv/lib/python3*/site-packages/pytest_dbfork/bin/dbfork \
+    "$1"/proj/node_modules/@dbfork/linux-*/bin/dbfork "$1"/.m2/dbfork/*/dbfork /usr/bin/dbfork; do
+    [ -x "$b" ] && { echo "$b"; return 0; }
   done
-  exit 0
+  return 1
 }
-export -f dbfork_any
 
 # A recipe every project uses: one table, one seeded row.
 write_recipe() {

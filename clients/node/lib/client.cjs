@@ -4,6 +4,7 @@
 // repository. CommonJS so that Jest's setup files can require it without
 // ESM support in its VM; the ESM entry points re-export it.
 
+const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 const { execFile } = require('node:child_process');
@@ -22,18 +23,34 @@ class DbforkError extends Error {
   }
 }
 
+// findBinary: $DBFORK_BIN, else the binary of this platform's package
+// (@dbfork/linux-x64 or @dbfork/linux-arm64, an optional dependency npm
+// installs only on its platform), else 'dbfork' from PATH.
+function findBinary(env = process.env) {
+  if (env.DBFORK_BIN) return env.DBFORK_BIN;
+  try {
+    const dir = path.dirname(require.resolve(`@dbfork/${process.platform}-${process.arch}/package.json`));
+    const bin = path.join(dir, 'bin', 'dbfork');
+    fs.accessSync(bin, fs.constants.X_OK);
+    return bin;
+  } catch (_) {
+    return 'dbfork';
+  }
+}
+
 // findSocket applies the one rule of docs/api.md ("Finding the daemon"):
 // $DBFORK_SOCKET as it is, else whatever `dbfork daemon start --json` says
 // (it starts a daemon for the store when none answers; that daemon leaves
 // by itself when idle). Fails with dbfork's own one-line reason.
 function findSocket({ store, env = process.env } = {}) {
   if (env.DBFORK_SOCKET) return Promise.resolve(env.DBFORK_SOCKET);
-  const bin = env.DBFORK_BIN || 'dbfork';
+  const bin = findBinary(env);
   const args = [...(store ? ['--store', store] : []), 'daemon', 'start', '--json'];
   return new Promise((resolve, reject) => {
     execFile(bin, args, { env, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
       if (err && err.code === 'ENOENT') {
-        reject(new DbforkError(`dbfork: cannot run ${bin}: install dbfork, or set DBFORK_BIN to it ` +
+        reject(new DbforkError(`dbfork: cannot run ${bin}: no @dbfork/${process.platform}-${process.arch} package ` +
+          'is installed (npm skips optional dependencies with --omit=optional), so install dbfork, or set DBFORK_BIN to it ' +
           '(or DBFORK_SOCKET to a running daemon\'s socket)', 'missing_tool'));
         return;
       }
@@ -147,4 +164,4 @@ class Client {
   async leases() { return (await this.call('GET', '/v1/leases')).leases || []; }
 }
 
-module.exports = { API_VERSION, Client, DbforkError, findSocket };
+module.exports = { API_VERSION, Client, DbforkError, findBinary, findSocket };
