@@ -52,7 +52,7 @@ as_user() {
   shift
   (cd "${IN:-$h}" && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all -- \
     env -i HOME="$h" PATH="$h/bin:/usr/local/bin:/usr/bin:/bin" LANG=C.UTF-8 USER=nobody \
-    XDG_DATA_HOME="$h/.local/share" DBFORK_STORE_FS=plain DBFORK_DAEMON_IDLE=2s "$@")
+    XDG_DATA_HOME="$h/.local/share" NPM_CONFIG_UPDATE_NOTIFIER=false DBFORK_STORE_FS=plain DBFORK_DAEMON_IDLE=2s "$@")
 }
 
 # user_dbfork HOME: the dbfork a user's install brought (for clean-up).
