@@ -32,10 +32,15 @@ export VERSION OUT REPO SOURCE_DATE_EPOCH
 
 # A clean copy of the committed tree: nothing a developer has lying around
 # (bin/, node_modules, target/, uncommitted edits) gets into an artifact.
-SRC="$(mktemp -d /tmp/dbfork-release-XXXXXX)"
-trap 'rm -rf "$SRC"' EXIT
-git -C "$REPO" archive --format=tar HEAD | tar -x -C "$SRC"
-export SRC
+# Parts may edit SRC (versions into package files) and build in it; the
+# Go module zip takes its files from SRC_TAR, untouched.
+TMP="$(mktemp -d /tmp/dbfork-release-XXXXXX)"
+trap 'rm -rf "$TMP"' EXIT
+SRC="$TMP/src" SRC_TAR="$TMP/src.tar"
+git -C "$REPO" archive --format=tar -o "$SRC_TAR" HEAD
+mkdir "$SRC"
+tar -x -C "$SRC" -f "$SRC_TAR"
+export SRC SRC_TAR
 
 build() { # GOARCH DEST
   (cd "$SRC" && env -u GOFLAGS CGO_ENABLED=0 GOOS=linux GOARCH="$1" \
