@@ -27,3 +27,13 @@ bin="$(ls "$h"/cache/dbfork/bin/*/dbfork)" || fail "dbfork-junit unpacked no bin
 "$bin" version | grep -qF "dbfork $VERSION " || fail "the unpacked binary is not version $VERSION"
 "$bin" --store "$h/store" daemon stop >/dev/null 2>&1 || true
 "$bin" --store "$h/store" gc --all >/dev/null
+# A cached binary that was changed is replaced, never run: the next run
+# checks it against the artifact's sha256 and unpacks it again.
+want="$(sha256sum < "$bin")"
+printf 'x' >> "$bin"
+out="$(cd "$proj" && env -u DBFORK_BIN -u DBFORK_SOCKET PATH=/usr/bin:/bin XDG_CACHE_HOME="$h/cache" \
+  DBFORK_STORE="$h/store" DBFORK_STORE_FS=plain DBFORK_DAEMON_IDLE=2s \
+  mvn -B -o -ntp -Dmaven.repo.local="$m2" test 2>&1)" || fail "mvn test after the cached binary changed: $(tail -40 <<<"$out")"
+[ "$(sha256sum < "$bin")" = "$want" ] || fail "dbfork-junit ran a cached binary that was changed"
+"$bin" --store "$h/store" daemon stop >/dev/null 2>&1 || true
+"$bin" --store "$h/store" gc --all >/dev/null
