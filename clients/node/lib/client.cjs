@@ -49,9 +49,10 @@ function findSocket({ store, env = process.env } = {}) {
   return new Promise((resolve, reject) => {
     execFile(bin, args, { env, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
       if (err && err.code === 'ENOENT') {
-        reject(new DbforkError(`dbfork: cannot run ${bin}: no @dbfork/${process.platform}-${process.arch} package ` +
-          'is installed (npm skips optional dependencies with --omit=optional), so install dbfork, or set DBFORK_BIN to it ' +
-          '(or DBFORK_SOCKET to a running daemon\'s socket)', 'missing_tool'));
+        const why = bin === 'dbfork' ? ` (@dbfork/${process.platform}-${process.arch}, which carries it, is not ` +
+          'installed: npm skips optional dependencies with --omit=optional)' : '';
+        reject(new DbforkError(`dbfork: cannot run ${bin}: install dbfork, or set DBFORK_BIN to it ` +
+          `(or DBFORK_SOCKET to a running daemon's socket)${why}`, 'missing_tool'));
         return;
       }
       if (err) {
