@@ -10,7 +10,8 @@
 #   OUTDIR/deb/      dbfork_VERSION_{amd64,arm64}.deb
 #   OUTDIR/SHA256SUMS
 # The binaries are reproducible: each is built twice and the script fails
-# if the two differ. RELEASE_ONLY="binaries python node maven perl go deb"
+# if the two differ (RELEASE_COLD=1: the second without the build cache).
+# RELEASE_ONLY="binaries python node maven perl go deb"
 # picks parts (the binaries are always built).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,6 +33,9 @@ export VERSION OUT REPO SOURCE_DATE_EPOCH
 
 # A clean copy of the committed tree: nothing a developer has lying around
 # (bin/, node_modules, target/, uncommitted edits) gets into an artifact.
+if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no)" ]; then
+  echo "release.sh: uncommitted changes are not in the release (it builds HEAD)" >&2
+fi
 # Parts may edit SRC (versions into package files) and build in it; the
 # Go module zip takes its files from SRC_TAR, untouched.
 TMP="$(mktemp -d /tmp/dbfork-release-XXXXXX)"
@@ -50,10 +54,16 @@ build() { # GOARCH DEST
 }
 for arch in amd64 arm64; do
   build "$arch" "$OUT/dbfork-linux-$arch"
-  # Reproducible: a second build from another directory gives the same bytes.
+  # Reproducible: a second build from another directory gives the same
+  # bytes. RELEASE_COLD=1 makes it compile everything again (an empty
+  # build cache: minutes more), not only link.
   again="$(mktemp -d /tmp/dbfork-release-again-XXXXXX)"
   cp -a "$SRC/." "$again/"
-  (SRC="$again" build "$arch" "$again/dbfork")
+  if [ "${RELEASE_COLD:-}" = 1 ]; then
+    (SRC="$again" GOCACHE="$again/.gocache" build "$arch" "$again/dbfork")
+  else
+    (SRC="$again" build "$arch" "$again/dbfork")
+  fi
   a="$(sha256sum < "$OUT/dbfork-linux-$arch")" b="$(sha256sum < "$again/dbfork")"
   rm -rf "$again"
   if [ "$a" != "$b" ]; then
@@ -66,7 +76,7 @@ done
 
 for part in $ONLY; do
   echo "release.sh: $part" >&2
-  bash "$REPO/packaging/$part/build.sh"
+  bash "$SRC/packaging/$part/build.sh"
 done
 
 (cd "$OUT" && find . -type f ! -name SHA256SUMS ! -path './maven/*' ! -path './goproxy/*' -printf '%P\n' | LC_ALL=C sort |
