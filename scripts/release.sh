@@ -11,7 +11,7 @@
 #   OUTDIR/SHA256SUMS
 # The binaries are reproducible: each is built twice and the script fails
 # if the two differ (RELEASE_COLD=1: the second without the build cache).
-# RELEASE_ONLY="binaries python node maven perl go deb"
+# RELEASE_ONLY="python node maven perl go deb" (or a subset, or empty)
 # picks parts (the binaries are always built).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
