@@ -22,7 +22,7 @@ export DBFORK_BIN="$REPO/bin/dbfork"
 venv="$(mktemp -d)"
 trap 'rm -rf "$venv" "$REPO/clients/python/build"' EXIT
 /usr/bin/python3 -m venv --system-site-packages "$venv"
-"$venv/bin/pip" install -q --no-build-isolation --no-deps ./clients/python
+DBFORK_BINARY="$REPO/bin/dbfork" "$venv/bin/pip" install -q --no-build-isolation --no-deps ./clients/python
 # Django and pytest-django (tests/test_django.py), Vitest and Jest (npm),
 # JUnit 5 (mvn).
 ensure_client_deps "$venv"
@@ -30,3 +30,5 @@ ensure_client_deps "$venv"
 prove clients/perl/t
 (cd clients/node && npm test)
 clients/java/run-tests.sh
+# Every artifact scripts/release.sh makes, installed as a new user would.
+"$REPO/scripts/test-install.sh"

@@ -16,7 +16,7 @@ cleanup() {
   rm -rf "$root"
 }
 trap cleanup EXIT
-mvn -B -ntp test
+mvn -B -ntp -Pintegration test
 "$DBFORK_BIN" daemon stop >/dev/null 2>&1 || true
 "$DBFORK_BIN" gc --all >/dev/null
 left="$("$DBFORK_BIN" ls --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["instances"] or []))')"

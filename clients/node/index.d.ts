@@ -58,6 +58,10 @@ export declare class Client {
 }
 
 /** The API socket by the rule of docs/api.md ("Finding the daemon"). */
+/** The API version this client speaks; it refuses a daemon that speaks another. */
+export declare const API_VERSION: number;
+/** $DBFORK_BIN, else the binary of @dbfork/linux-x64 / @dbfork/linux-arm64, else "dbfork" (PATH). */
+export declare function findBinary(env?: NodeJS.ProcessEnv): string;
 export declare function findSocket(opts?: { store?: string; env?: NodeJS.ProcessEnv }): Promise<string>;
 
 export interface GlobalSetupOptions {

@@ -225,7 +225,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, s.svc.Health())
+	h := s.svc.Health()
+	h.API, h.Version = APIVersion, Version()
+	writeJSON(w, 200, h)
 }
 
 func (s *Server) golden(w http.ResponseWriter, r *http.Request) {

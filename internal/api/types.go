@@ -96,6 +96,10 @@ type Health struct {
 	Started time.Time `json:"started"`
 	Pools   int       `json:"pools"`
 	Leases  int       `json:"leases"`
+	// API is the API version the daemon speaks (APIVersion); clients
+	// refuse a daemon that speaks another. Version is dbfork's own.
+	API     int    `json:"api"`
+	Version string `json:"version"`
 }
 
 // GoldenRequest asks for a recipe's golden to exist (POST /v1/goldens).

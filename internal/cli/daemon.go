@@ -159,6 +159,9 @@ func ensureDaemon(ctx context.Context, g *globals, idle, wait time.Duration, all
 	sock := api.SocketPath(root)
 	h, err := ask(ctx, sock, true)
 	if err == nil {
+		if err := checkAPI(sock, h); err != nil {
+			return nil, err
+		}
 		return &daemonInfo{Socket: sock, Store: root, PID: h.PID}, nil
 	}
 	if errors.Is(err, errs.ErrForbidden) {

@@ -90,7 +90,7 @@ real PostgreSQL server running on it, in milliseconds.`,
 	})
 	root.AddCommand(newBuildCmd(g), newUpCmd(g), newLsCmd(g), newDownCmd(g), newRunCmd(g),
 		newDoctorCmd(g), newGCCmd(g), newStoreCmd(g), newServeCmd(g), newDaemonCmd(g), newBenchCmd(g), newInspectCmd(g), newVerifyCmd(g), newEngineCmd(g),
-		newPushCmd(g), newPullCmd(g), newExportCmd(g), newImportCmd(g), newResetCmd(g), newPinCmd(g))
+		newPushCmd(g), newPullCmd(g), newExportCmd(g), newImportCmd(g), newResetCmd(g), newPinCmd(g), newVersionCmd(g))
 	return root
 }
 

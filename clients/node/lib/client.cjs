@@ -4,9 +4,14 @@
 // repository. CommonJS so that Jest's setup files can require it without
 // ESM support in its VM; the ESM entry points re-export it.
 
+const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 const { execFile } = require('node:child_process');
+
+// The API version this client speaks; /v1/health says the daemon's (its
+// "api"), and a client refuses a daemon of another version up front.
+const API_VERSION = 1;
 
 class DbforkError extends Error {
   // kind is the daemon's: invalid, not_found, busy, unsupported, ...
@@ -18,19 +23,36 @@ class DbforkError extends Error {
   }
 }
 
+// findBinary: $DBFORK_BIN, else the binary of this platform's package
+// (@dbfork/linux-x64 or @dbfork/linux-arm64, an optional dependency npm
+// installs only on its platform), else 'dbfork' from PATH.
+function findBinary(env = process.env) {
+  if (env.DBFORK_BIN) return env.DBFORK_BIN;
+  try {
+    const dir = path.dirname(require.resolve(`@dbfork/${process.platform}-${process.arch}/package.json`));
+    const bin = path.join(dir, 'bin', 'dbfork');
+    fs.accessSync(bin, fs.constants.X_OK);
+    return bin;
+  } catch (_) {
+    return 'dbfork';
+  }
+}
+
 // findSocket applies the one rule of docs/api.md ("Finding the daemon"):
 // $DBFORK_SOCKET as it is, else whatever `dbfork daemon start --json` says
 // (it starts a daemon for the store when none answers; that daemon leaves
 // by itself when idle). Fails with dbfork's own one-line reason.
 function findSocket({ store, env = process.env } = {}) {
   if (env.DBFORK_SOCKET) return Promise.resolve(env.DBFORK_SOCKET);
-  const bin = env.DBFORK_BIN || 'dbfork';
+  const bin = findBinary(env);
   const args = [...(store ? ['--store', store] : []), 'daemon', 'start', '--json'];
   return new Promise((resolve, reject) => {
     execFile(bin, args, { env, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
       if (err && err.code === 'ENOENT') {
+        const why = bin === 'dbfork' ? ` (@dbfork/${process.platform}-${process.arch}, which carries it, is not ` +
+          'installed: npm skips optional dependencies with --omit=optional)' : '';
         reject(new DbforkError(`dbfork: cannot run ${bin}: install dbfork, or set DBFORK_BIN to it ` +
-          '(or DBFORK_SOCKET to a running daemon\'s socket)', 'missing_tool'));
+          `(or DBFORK_SOCKET to a running daemon's socket)${why}`, 'missing_tool'));
         return;
       }
       if (err) {
@@ -56,7 +78,30 @@ class Client {
     this.timeoutMs = timeoutMs;
   }
 
-  call(method, urlPath, body) {
+  // Rejects (kind "conflict") unless the daemon speaks API_VERSION: a
+  // daemon left running by another dbfork install would otherwise misread
+  // requests in the middle of a test run.
+  checkApi() {
+    if (!this.apiChecked) {
+      this.apiChecked = this.raw('GET', '/v1/health').then((h) => {
+        if (!h || h.api !== API_VERSION) {
+          throw new DbforkError(`dbfork: the daemon on ${this.socketPath} speaks API version ${(h && h.api) || 0} ` +
+            `(dbfork ${(h && h.version) || 'unknown'}) but @dbfork/node speaks ${API_VERSION}: stop it with ` +
+            '`dbfork daemon stop` and run again (or install the dbfork that matches)', 'conflict', 409);
+        }
+        return h;
+      });
+      this.apiChecked.catch(() => { this.apiChecked = null; });
+    }
+    return this.apiChecked;
+  }
+
+  async call(method, urlPath, body) {
+    if (!urlPath.startsWith('/v1/health')) await this.checkApi();
+    return this.raw(method, urlPath, body);
+  }
+
+  raw(method, urlPath, body) {
     const data = body === undefined ? null : Buffer.from(JSON.stringify(body));
     const headers = data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {};
     return new Promise((resolve, reject) => {
@@ -122,4 +167,4 @@ class Client {
   async leases() { return (await this.call('GET', '/v1/leases')).leases || []; }
 }
 
-module.exports = { Client, DbforkError, findSocket };
+module.exports = { API_VERSION, Client, DbforkError, findBinary, findSocket };

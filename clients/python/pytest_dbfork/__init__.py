@@ -1,5 +1,5 @@
 """pytest plugin for dbfork: fresh, pre-seeded databases for every test."""
 
-from .client import Client, Database, DbforkError, Lease, find_socket
+from .client import Client, Database, DbforkError, Lease, find_binary, find_socket
 
-__all__ = ["Client", "Database", "DbforkError", "Lease", "find_socket"]
+__all__ = ["Client", "Database", "DbforkError", "Lease", "find_binary", "find_socket"]

@@ -13,6 +13,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
+# The API version this client speaks; /v1/health says the daemon's (its
+# "api"), and a client refuses a daemon of another version up front.
+API_VERSION = 1
 
 
 class DbforkError(Exception):
@@ -79,6 +82,7 @@ class Client:
         # the default is dbfork's to say, not this client's).
         self.socket_path = socket_path or find_socket(store)
         self.timeout = timeout
+        self._api_checked = False
 
     def available(self):
         """True when a daemon answers on the socket."""
@@ -90,7 +94,22 @@ class Client:
         except (OSError, DbforkError):
             return False
 
+    def check_api(self):
+        """Raises DbforkError (kind "conflict") unless the daemon speaks
+        API_VERSION: a daemon left running by another dbfork install would
+        otherwise misread requests in the middle of a test run."""
+        h = self._call("GET", "/v1/health")
+        if h.get("api") != API_VERSION:
+            raise DbforkError(
+                "dbfork: the daemon on %s speaks API version %s (dbfork %s) but pytest-dbfork speaks %d: "
+                "stop it with `dbfork daemon stop` and run again (or install the dbfork that matches)"
+                % (self.socket_path, h.get("api", 0), h.get("version") or "unknown", API_VERSION), "conflict", 409)
+        self._api_checked = True
+        return h
+
     def _call(self, method, path, body=None):
+        if not self._api_checked and not path.startswith("/v1/health"):
+            self.check_api()
         conn = _UnixConnection(self.socket_path, self.timeout)
         try:
             data = None if body is None else json.dumps(body).encode()
@@ -166,6 +185,18 @@ class Client:
         return self._call("GET", "/v1/pools")["pools"]
 
 
+def find_binary():
+    """The dbfork binary: $DBFORK_BIN, else the one this package carries
+    (the platform wheels and a build from the sdist put it in
+    pytest_dbfork/bin/), else dbfork on PATH. None when there is none."""
+    if os.environ.get("DBFORK_BIN"):
+        return os.environ["DBFORK_BIN"]
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "dbfork")
+    if os.access(bundled, os.X_OK):
+        return bundled
+    return shutil.which("dbfork")
+
+
 def find_socket(store=None):
     """The API socket, by the one rule of docs/api.md ("Finding the
     daemon"): $DBFORK_SOCKET as it is, else whatever `dbfork daemon start`
@@ -173,10 +204,11 @@ def find_socket(store=None):
     by itself when idle). Raises DbforkError with dbfork's one-line reason."""
     if os.environ.get("DBFORK_SOCKET"):
         return os.environ["DBFORK_SOCKET"]
-    binary = os.environ.get("DBFORK_BIN") or shutil.which("dbfork")
+    binary = find_binary()
     if not binary:
-        raise DbforkError("dbfork is not on PATH: install it, or set DBFORK_BIN to it "
-                          "(or DBFORK_SOCKET to a running daemon's socket)", "missing_tool")
+        raise DbforkError("dbfork is not on PATH and this pytest-dbfork carries none (an install from source "
+                          "without its binary): install the wheel for this platform, or set DBFORK_BIN to "
+                          "dbfork (or DBFORK_SOCKET to a running daemon's socket)", "missing_tool")
     args = [binary] + (["--store", store] if store else []) + ["daemon", "start", "--json"]
     try:
         p = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

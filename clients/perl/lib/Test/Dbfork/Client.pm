@@ -9,6 +9,10 @@ use Cwd ();
 
 our $VERSION = '0.1.0';
 
+# The API version this client speaks; /v1/health says the daemon's (its
+# "api"), and a client refuses a daemon of another version up front.
+our $API_VERSION = 1;
+
 sub new {
     my ( $class, %o ) = @_;
     # Without a socket: the one rule of docs/api.md (which store is the
@@ -46,6 +50,28 @@ sub socket_path { $_[0]{socket} }
 
 # call(METHOD, PATH, BODY) -> decoded JSON; dies with "dbfork serve: ..."
 sub call {
+    my ( $self, $method, $path, $body ) = @_;
+    $self->check_api if !$self->{api_checked} && $path !~ m{^/v1/health};
+    return $self->_send( $method, $path, $body );
+}
+
+# check_api dies (one line) unless the daemon speaks $API_VERSION: a daemon
+# left running by another dbfork install would otherwise misread requests
+# in the middle of a test run.
+sub check_api {
+    my ($self) = @_;
+    my $h = $self->_send( GET => '/v1/health' );
+    my $api = ref $h eq 'HASH' ? ( $h->{api} // 0 ) : 0;
+    if ( $api != $API_VERSION ) {
+        my $v = ( ref $h eq 'HASH' && $h->{version} ) ? $h->{version} : 'unknown';
+        die "dbfork: the daemon on $self->{socket} speaks API version $api (dbfork $v) but Test::Dbfork speaks $API_VERSION: "
+          . "stop it with `dbfork daemon stop` and run again (or install the dbfork that matches)\n";
+    }
+    $self->{api_checked} = 1;
+    return $h;
+}
+
+sub _send {
     my ( $self, $method, $path, $body ) = @_;
     my $sock = IO::Socket::UNIX->new( Type => SOCK_STREAM(), Peer => $self->{socket} )
       or die "dbfork: no `dbfork serve` answers on $self->{socket} ($!): run `dbfork daemon start`, or unset DBFORK_SOCKET to have one started\n";

@@ -18,7 +18,11 @@ import java.util.Map;
  * this JVM's PID from the socket, so its leases end when the JVM does.
  */
 public final class Client {
+  /** The API version this client speaks; /v1/health says the daemon's (its "api"). */
+  public static final int API_VERSION = 1;
+
   private final Path socket;
+  private volatile boolean apiChecked;
 
   public Client(Path socket) {
     this.socket = socket;
@@ -86,7 +90,32 @@ public final class Client {
   }
 
   /** One HTTP/1.1 exchange (Connection: close); answers the body or throws the daemon's error. */
+  /**
+   * Fails (kind "conflict") unless the daemon speaks {@link #API_VERSION}: a daemon left running by another
+   * dbfork install would otherwise misread requests in the middle of a test run.
+   */
+  public Map<String, Object> checkApi() {
+    Map<String, Object> h = Json.object(send("GET", "/v1/health", null));
+    Object api = h.get("api");
+    if (!(api instanceof Number) || ((Number) api).intValue() != API_VERSION) {
+      Object version = h.get("version");
+      throw new DbforkException("dbfork: the daemon on " + socket + " speaks API version " + (api == null ? 0 : api)
+          + " (dbfork " + (version == null || "".equals(version) ? "unknown" : version) + ") but dbfork-junit speaks "
+          + API_VERSION + ": stop it with `dbfork daemon stop` and run again (or install the dbfork that matches)",
+          "conflict", 409);
+    }
+    apiChecked = true;
+    return h;
+  }
+
   String call(String method, String path, String body) {
+    if (!apiChecked && !path.startsWith("/v1/health")) {
+      checkApi();
+    }
+    return send(method, path, body);
+  }
+
+  private String send(String method, String path, String body) {
     byte[] data = body == null ? new byte[0] : body.getBytes(StandardCharsets.UTF_8);
     StringBuilder req = new StringBuilder(method).append(' ').append(path).append(" HTTP/1.1\r\n")
         .append("Host: dbfork\r\nConnection: close\r\n");

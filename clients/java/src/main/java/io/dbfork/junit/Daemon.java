@@ -17,18 +17,16 @@ public final class Daemon {
   }
 
   /**
-   * $DBFORK_SOCKET as it is, else what {@code ${DBFORK_BIN:-dbfork} [--store STORE] daemon start --json}
-   * prints (it starts a daemon for the store when none answers). Fails with dbfork's one-line reason.
+   * $DBFORK_SOCKET as it is, else what {@code BINARY [--store STORE] daemon start --json}
+   * prints (it starts a daemon for the store when none answers; BINARY as {@link Binary#find} says). Fails with
+   * dbfork's one-line reason.
    */
   public static Path findSocket(Map<String, String> env, String store) {
     String sock = env.get("DBFORK_SOCKET");
     if (sock != null && !sock.isEmpty()) {
       return Path.of(sock);
     }
-    String bin = env.getOrDefault("DBFORK_BIN", "");
-    if (bin.isEmpty()) {
-      bin = "dbfork";
-    }
+    String bin = Binary.find(env);
     List<String> cmd = new java.util.ArrayList<>(List.of(bin));
     if (store != null && !store.isEmpty()) {
       cmd.addAll(List.of("--store", store));
@@ -41,7 +39,8 @@ public final class Daemon {
     try {
       p = pb.start();
     } catch (IOException e) {
-      throw new DbforkException("dbfork: cannot run " + bin + ": install dbfork, or set DBFORK_BIN to it "
+      throw new DbforkException("dbfork: cannot run " + bin + ": add the dbfork-binary artifact of this platform "
+          + "(dbfork-junit brings it), install dbfork, or set DBFORK_BIN to it "
           + "(or DBFORK_SOCKET to a running daemon's socket)", "missing_tool", 0);
     }
     try {

@@ -18,7 +18,7 @@ class ErrorsTest {
   void noDbforkBinary() {
     Map<String, String> env = new HashMap<>(Map.of("DBFORK_BIN", "/nonexistent/dbfork", "PATH", "/usr/bin:/bin"));
     DbforkException e = assertThrows(DbforkException.class, () -> Daemon.findSocket(env, null));
-    assertTrue(e.getMessage().startsWith("dbfork: cannot run /nonexistent/dbfork: install dbfork"), e.getMessage());
+    assertTrue(e.getMessage().startsWith("dbfork: cannot run /nonexistent/dbfork: ") && e.getMessage().contains("install dbfork"), e.getMessage());
     assertEquals("missing_tool", e.kind());
   }
 

@@ -1,0 +1,1 @@
+public class OldDaemon { public static void main(String[] a) { try { new io.dbfork.junit.Client(java.nio.file.Path.of(a[0])).acquire(java.nio.file.Path.of("x.toml"), null); } catch (RuntimeException e) { System.out.println(e.getMessage()); } } }
