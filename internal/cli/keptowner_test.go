@@ -35,9 +35,9 @@ func TestDownAndResetOwnUpThroughDaemon(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The socket is the user's (serve under sudo). Once root's daemon
-	// refuses non-root peers by default, its opt-in goes here.
-	serveArgs := []string{"serve", "-f", "dbfork.toml"}
+	// A root daemon serves root only unless told otherwise; with
+	// --allow-users the socket is the user's (serve under sudo).
+	serveArgs := []string{"serve", "--allow-users", "-f", "dbfork.toml"}
 	srv := e.cmd(serveArgs...)
 	srv.Env = append(srv.Env, "SUDO_UID="+strconv.Itoa(testenv.UserUID), "SUDO_GID="+strconv.Itoa(testenv.UserGID))
 	out := &syncBuf{}
