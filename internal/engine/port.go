@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/dbfork/dbfork/internal/errs"
 	"net"
 	"os"
 	"strings"
@@ -29,6 +30,9 @@ const startTries = 5
 // first), and again on another port while the server log (spec.LogFile)
 // says, in one of takenSays, that the port was taken meanwhile.
 func StartOnFreePort(spec StartSpec, takenSays []string, start func(port int) (*Server, error)) (*Server, error) {
+	if err := CheckSocketDir(spec.SocketDir); err != nil {
+		return nil, err
+	}
 	tryPorts := spec.TryPorts
 	var lastErr error
 	for attempt := 0; attempt < startTries; attempt++ {
@@ -91,4 +95,19 @@ func WaitReady[C any](ctx context.Context, srv *Server, timeout time.Duration, t
 			delay = delay * 3 / 2
 		}
 	}
+}
+
+// MaxSocketDir is the longest socket dir every engine's socket fits
+// below: a unix socket's path holds 107 bytes, and the longest socket
+// name is PostgreSQL's "/.s.PGSQL.NNNNN" (16 bytes).
+const MaxSocketDir = 107 - 16
+
+// CheckSocketDir refuses a socket dir too long for a unix socket, with
+// what to do about it, rather than a server that fails to start with
+// "could not create any Unix-domain sockets".
+func CheckSocketDir(dir string) error {
+	if len(dir) > MaxSocketDir {
+		return errs.Invalid("socket dir %s is %d bytes long, but a unix socket path holds 107: use a store at a shorter path (--store or DBFORK_STORE; at most about %d bytes)", dir, len(dir), MaxSocketDir-40)
+	}
+	return nil
 }
