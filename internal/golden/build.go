@@ -38,6 +38,11 @@ type Options struct {
 	// Warn gets one line for the user when something went wrong that did
 	// not stop the command (a failed pull or push of the cache).
 	Warn func(string)
+	// StepCacheMin: the state after a load step (not the last) is kept
+	// as an intermediate golden when the steps since the last kept state
+	// took at least this long (see steps.go). 0: DefaultStepCacheMin;
+	// below 0: no step cache (nothing kept, nothing reused).
+	StepCacheMin time.Duration
 }
 
 // Result says what Build did.
@@ -184,10 +189,17 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	}
 	defer buildLog.Close()
 
-	o.Progress.Step("initialise " + eng.Name() + " cluster")
-	o.Log.Info("init", "engine", eng.Name(), "version", version, "dir", tmp)
-	if err := eng.Init(ctx, engine.InitSpec{DataDir: data, Cluster: ClusterOf(r), User: s.User, LogFile: filepath.Join(tmp, "init.log")}); err != nil {
-		return nil, err
+	plan := planSteps(s, eng, r, version, inputs, o)
+	if plan.base != nil {
+		if err := startFromStep(s, r, tmp, plan, o); err != nil {
+			return nil, err
+		}
+	} else {
+		o.Progress.Step("initialise " + eng.Name() + " cluster")
+		o.Log.Info("init", "engine", eng.Name(), "version", version, "dir", tmp)
+		if err := eng.Init(ctx, engine.InitSpec{DataDir: data, Cluster: ClusterOf(r), User: s.User, LogFile: filepath.Join(tmp, "init.log")}); err != nil {
+			return nil, err
+		}
 	}
 	faults.At("build:init")
 	if bu, err = buildUser(s, tmp); err != nil {
@@ -198,12 +210,15 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err := startBuildServer(ctx, bu, eng, r, tmp, &srv); err != nil {
 		return nil, err
 	}
-	if err := ld.Setup(ctx, srv, BuildOf(r)); err != nil {
+	if plan.base == nil {
+		if err := ld.Setup(ctx, srv, BuildOf(r)); err != nil {
+			return nil, err
+		}
+	}
+	if err := runSteps(ctx, s, eng, ld, &srv, bu, r, tmp, version, inputs, plan, buildLog, o); err != nil {
 		return nil, err
 	}
-	if err := loadSteps(ctx, ld, srv, r, inputs, buildLog, o); err != nil {
-		return nil, err
-	}
+	faults.At("build:loaded")
 	if err := stopBuildServer(ctx, bu, eng, ld, srv, r, tmp, o); err != nil {
 		return nil, err
 	}
@@ -229,6 +244,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	m := newManifest(eng, r, key, version, inputs)
 	m.BuildSeconds, m.TotalBytes, m.Files = time.Since(start).Seconds(), total, files
 	m.GroupShared = shared
+	m.StepKeys, m.ReusedSteps = plan.keys, plan.from
 	g, err = Publish(s, tmp, m, "build")
 	if err != nil {
 		return nil, err
@@ -323,10 +339,11 @@ type Sealer interface {
 	Seal(ctx context.Context, spec engine.StartSpec) error
 }
 
-// loadSteps runs the recipe's load steps, then checks the inputs still
-// hold what the key was computed from.
-func loadSteps(ctx context.Context, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, inputs []Input, buildLog *os.File, o Options) error {
-	for i, st := range r.Steps {
+// loadSteps runs the recipe's load steps from..to-1 (0-based), then
+// checks their inputs still hold what the key was computed from.
+func loadSteps(ctx context.Context, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, inputs []Input, from, to int, buildLog *os.File, o Options) error {
+	for i := from; i < to; i++ {
+		st := r.Steps[i]
 		o.Progress.Step(fmt.Sprintf("[%d/%d] %s", i+1, len(r.Steps), st.Name))
 		o.Log.Info("load step", "n", i+1, "kind", st.Kind, "name", st.Name)
 		fmt.Fprintf(buildLog, "== step %d: %s\n", i+1, st.Name)
@@ -334,8 +351,7 @@ func loadSteps(ctx context.Context, ld engine.Loader, srv *engine.Server, r *rec
 			return fmt.Errorf("load step %d (%s): %w", i+1, st.Name, err)
 		}
 	}
-	faults.At("build:loaded")
-	return sameInputs(ctx, r, inputs)
+	return sameInputs(ctx, r, inputs, from, to)
 }
 
 // stopBuildServer finishes the golden in the server (freeze, analyze,
@@ -395,15 +411,19 @@ func randomPassword() string {
 // fails when one no longer has the content its key was computed from: a
 // file changed while the build ran would publish a golden under a key
 // that promises other data (to every user of the store).
-func sameInputs(ctx context.Context, r *recipe.Recipe, inputs []Input) error {
+func sameInputs(ctx context.Context, r *recipe.Recipe, inputs []Input, from, to int) error {
 	n := 0
-	for _, st := range r.Steps {
+	for i, st := range r.Steps {
 		for _, f := range st.Files {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			if n >= len(inputs) {
 				return fmt.Errorf("recipe inputs changed while building: nothing published; run again")
+			}
+			if i < from || i >= to {
+				n++
+				continue
 			}
 			sum, err := fileSum(f)
 			if err != nil || sum != inputs[n].SHA256 {

@@ -40,6 +40,23 @@ type Manifest struct {
 	// rights given to its group too (see Share), as every golden made as
 	// root since per-instance uids.
 	GroupShared bool `json:"group_shared,omitempty"`
+	// Intermediate marks the saved state of a build after one of its
+	// steps (see steps.go), kept under that step's key only for later
+	// builds of the recipe to start from: never a golden to clone.
+	Intermediate *StepState `json:"intermediate,omitempty"`
+	// StepKeys are the keys of the steps that made it, in order (for an
+	// intermediate, its own steps): gc keeps the intermediates a kept
+	// golden was built through.
+	StepKeys []string `json:"step_keys,omitempty"`
+	// ReusedSteps is how many leading steps came from an intermediate
+	// golden instead of running.
+	ReusedSteps int `json:"reused_steps,omitempty"`
+}
+
+// StepState says which state of its recipe an intermediate golden holds.
+type StepState struct {
+	Step  int `json:"step"`  // steps 1..Step have run
+	Steps int `json:"steps"` // of this many in the recipe
 }
 
 // File is one file of the golden's data dir.

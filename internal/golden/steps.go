@@ -1,0 +1,216 @@
+package golden
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/backend"
+	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/faults"
+	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
+)
+
+// The build cache per load step. A recipe's big seed rarely changes, its
+// migrations change daily; without this every migration change reloads
+// the seed. So after a step whose work took at least StepCacheMin (and
+// that is not the last: the last step's state is the golden), the build
+// server is stopped cleanly, its data dir is copied copy-on-write
+// (backend.CopyDataDir) into an intermediate golden published under the
+// step's key (stepkey.go), and the server starts again on the build dir.
+// A later build looks for the intermediate of the last step whose key is
+// unchanged, starts from a copy of it and runs only the steps after it.
+// The final golden's key does not change: it names the same data
+// whichever way it was built.
+
+// DefaultStepCacheMin is how long the steps since the last saved state
+// must have taken for the state after them to be kept: under a second the
+// stop, copy and restart (about a second for PostgreSQL, several for
+// MariaDB's shutdown) cost as much as running the steps again.
+const DefaultStepCacheMin = time.Second
+
+// stepPlan is how one build runs its steps.
+type stepPlan struct {
+	keys []string      // the key of each step
+	from int           // steps [0, from) come from base
+	base *Golden       // the intermediate golden of step from; nil when from is 0
+	min  time.Duration // see Options.StepCacheMin; < 0: off
+}
+
+// planSteps computes the step keys of r and finds the longest prefix of
+// steps an intermediate golden in the store already holds.
+func planSteps(s *store.Store, eng engine.Engine, r *recipe.Recipe, version string, inputs []Input, o Options) stepPlan {
+	p := stepPlan{min: o.StepCacheMin}
+	if p.min == 0 {
+		p.min = DefaultStepCacheMin
+	}
+	p.keys = stepKeys(stepBase(eng.Name(), version, eng.InitOptions(ClusterOf(r))), r, inputs)
+	if p.min < 0 {
+		return p
+	}
+	for i := len(p.keys) - 2; i >= 0; i-- {
+		g, err := Lookup(s, p.keys[i])
+		if err != nil || g.Manifest.Intermediate == nil || g.Manifest.Intermediate.Step != i+1 {
+			continue
+		}
+		if probs, err := Verify(g, false); err != nil || len(probs) > 0 {
+			o.Log.Warn("intermediate golden does not match its manifest; not used", "key", g.Key, "problems", len(probs), "err", err)
+			continue
+		}
+		p.from, p.base = i+1, g
+		break
+	}
+	return p
+}
+
+// startFromStep replaces the empty data dir of the build dir tmp by a
+// copy of the plan's intermediate golden.
+func startFromStep(s *store.Store, r *recipe.Recipe, tmp string, p stepPlan, o Options) error {
+	o.Progress.Step(fmt.Sprintf("reuse steps 1-%d from intermediate golden %s", p.from, short(p.base.Key)))
+	// Recorded first, so gc (min idle) leaves it alone while it is copied.
+	MarkUsed(s, p.base.Key, r.Path)
+	data := filepath.Join(tmp, "data")
+	if err := backend.RemoveDataDir(data); err != nil {
+		return err
+	}
+	how, err := backend.CopyDataDir(p.base.DataDir(), data)
+	if err != nil {
+		return fmt.Errorf("copy intermediate golden %s: %w", short(p.base.Key), err)
+	}
+	o.Log.Info("reused steps", "from", 1, "to", p.from, "intermediate", p.base.Key, "copy", how)
+	faults.At("build:cloned")
+	return nil
+}
+
+// runSteps runs the steps the plan does not reuse on the build server
+// *srv, saving the state after each expensive one as an intermediate
+// golden (which restarts the server: *srv changes).
+func runSteps(ctx context.Context, s *store.Store, eng engine.Engine, ld engine.Loader, srv **engine.Server, bu store.User,
+	r *recipe.Recipe, tmp, version string, inputs []Input, p stepPlan, buildLog *os.File, o Options) error {
+	t0 := time.Now()
+	for i := p.from; i < len(r.Steps); i++ {
+		if err := loadSteps(ctx, ld, *srv, r, inputs, i, i+1, buildLog, o); err != nil {
+			return err
+		}
+		if i == len(r.Steps)-1 || p.min < 0 || time.Since(t0) < p.min {
+			continue
+		}
+		if err := saveStep(ctx, s, eng, srv, bu, r, tmp, version, inputs, p, i, o); err != nil {
+			return err
+		}
+		t0 = time.Now()
+	}
+	return nil
+}
+
+// saveStep stops the build server cleanly, publishes its data dir as the
+// intermediate golden of step i (0-based) and starts the server again.
+// Only a failure to stop or start fails the build: a state that could not
+// be kept is said and the build goes on.
+func saveStep(ctx context.Context, s *store.Store, eng engine.Engine, srv **engine.Server, bu store.User,
+	r *recipe.Recipe, tmp, version string, inputs []Input, p stepPlan, i int, o Options) error {
+	o.Progress.Step(fmt.Sprintf("keep the state after step %d", i+1))
+	if err := eng.Stop(ctx, *srv, true); err != nil {
+		return err
+	}
+	if cc, ok := eng.(CleanChecker); ok {
+		if err := cc.CheckCleanShutdown(ctx, filepath.Join(tmp, "data"), filepath.Join(tmp, "server.log")); err != nil {
+			return err
+		}
+	}
+	// Nothing the steps' SQL started may write while the tree is copied.
+	if err := store.KillUserProcesses(ctx, bu.UID, tmp); err != nil {
+		return err
+	}
+	*srv = nil
+	if err := os.Remove(filepath.Join(tmp, serverFile)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	faults.At("step:stopped")
+	if err := publishStep(ctx, s, eng, r, tmp, version, inputs, p, i, o); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		o.Log.Warn("could not keep the state after a step; the build goes on", "step", i+1, "err", err)
+		if o.Warn != nil {
+			o.Warn(fmt.Sprintf("could not keep the state after step %d (the next build runs it again): %v", i+1, err))
+		}
+	}
+	o.Progress.Step("restart build server")
+	if err := startBuildServer(ctx, bu, eng, r, tmp, srv); err != nil {
+		return err
+	}
+	faults.At("step:restarted")
+	return nil
+}
+
+// publishStep copies the stopped build's data dir into a work dir of its
+// own and publishes it as an intermediate golden, atomically as a golden
+// is: under the step key's lock, manifest last, one rename.
+func publishStep(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, tmp, version string, inputs []Input, p stepPlan, i int, o Options) (err error) {
+	key := p.keys[i]
+	g, release, err := Claim(ctx, s, key, nil, o.Log)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		MarkUsed(s, key, r.Path) // another build kept it meanwhile
+		return nil
+	}
+	defer release()
+	itmp, err := os.MkdirTemp(s.GoldensDir(), tmpPrefix)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if rerr := discardBuild(itmp); rerr != nil {
+				o.Log.Warn("could not remove the work dir of an intermediate golden; `dbfork gc` will", "dir", itmp, "err", rerr)
+			}
+		}
+	}()
+	if err := os.WriteFile(filepath.Join(itmp, keyFile), []byte(key+"\n"), 0o644); err != nil {
+		return err
+	}
+	start := time.Now()
+	if _, err := backend.CopyDataDir(filepath.Join(tmp, "data"), filepath.Join(itmp, "data")); err != nil {
+		return fmt.Errorf("copy the build's data dir: %w", err)
+	}
+	faults.At("step:copied")
+	files, total, err := listFiles(filepath.Join(itmp, "data"))
+	if err != nil {
+		return fmt.Errorf("checksum intermediate golden: %w", err)
+	}
+	m := stepManifest(eng, r, version, inputs, p, i)
+	m.BuildSeconds, m.TotalBytes, m.Files = time.Since(start).Seconds(), total, files
+	if _, err := Publish(s, itmp, m, "step"); err != nil {
+		return err
+	}
+	MarkUsed(s, key, r.Path)
+	o.Log.Info("intermediate golden published", "step", i+1, "key", key, "bytes", total)
+	return nil
+}
+
+// stepManifest describes the intermediate golden of step i (0-based):
+// the inputs and commands of steps 1..i+1 only.
+func stepManifest(eng engine.Engine, r *recipe.Recipe, version string, inputs []Input, p stepPlan, i int) *Manifest {
+	var mine []Input
+	for _, in := range inputs {
+		if in.Step <= i+1 {
+			mine = append(mine, in)
+		}
+	}
+	m := newManifest(eng, r, p.keys[i], version, mine)
+	m.Commands = nil
+	for _, st := range r.Steps[:i+1] {
+		if st.Kind == recipe.StepRun {
+			m.Commands = append(m.Commands, st.Command)
+		}
+	}
+	m.Intermediate = &StepState{Step: i + 1, Steps: len(r.Steps)}
+	m.StepKeys = append([]string(nil), p.keys[:i+1]...)
+	return m
+}
