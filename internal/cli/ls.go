@@ -104,6 +104,9 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 		TotalBytes    int64     `json:"total_bytes"`
 		Created       time.Time `json:"created"`
 		Dir           string    `json:"dir"`
+		// Intermediate: the saved state after a load step, for builds to
+		// start from; never cloned.
+		Intermediate *golden.StepState `json:"intermediate,omitempty"`
 	}
 	out := struct {
 		Goldens   []gv            `json:"goldens"`
@@ -111,7 +114,7 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 	}{Goldens: []gv{}, Instances: []instance.View{}}
 	for _, x := range goldens {
 		m := x.Manifest
-		out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir})
+		out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir, m.Intermediate})
 	}
 	out.Instances = append(out.Instances, views...)
 	return printJSON(g.stdout, out)
@@ -122,8 +125,12 @@ func printLsTable(g *globals, goldens []*golden.Golden, views []instance.View) e
 	fmt.Fprintln(w, "GOLDEN\tENGINE\tSIZE\tCREATED\tRECIPE")
 	for _, x := range goldens {
 		m := x.Manifest
+		recipe := m.Recipe
+		if st := m.Intermediate; st != nil {
+			recipe += fmt.Sprintf(" (intermediate: after step %d/%d)", st.Step, st.Steps)
+		}
 		fmt.Fprintf(w, "%s\t%s %s\t%s\t%s\t%s\n", x.Key[:12], m.Engine, shortVersion(m.EngineVersion),
-			humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), m.Recipe)
+			humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), recipe)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "INSTANCE\tGOLDEN\tBACKEND\tSTATUS\tPORT\tDSN")

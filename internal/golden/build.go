@@ -191,7 +191,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 
 	plan := planSteps(s, eng, r, version, inputs, o)
 	if plan.base != nil {
-		if err := startFromStep(s, r, tmp, plan, o); err != nil {
+		if err := startFromStep(ctx, s, r, tmp, plan, o); err != nil {
 			return nil, err
 		}
 	} else {

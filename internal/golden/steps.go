@@ -10,6 +10,7 @@ import (
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/faults"
+	"github.com/dbfork/dbfork/internal/lockfile"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
@@ -68,9 +69,18 @@ func planSteps(s *store.Store, eng engine.Engine, r *recipe.Recipe, version stri
 
 // startFromStep replaces the empty data dir of the build dir tmp by a
 // copy of the plan's intermediate golden.
-func startFromStep(s *store.Store, r *recipe.Recipe, tmp string, p stepPlan, o Options) error {
+func startFromStep(ctx context.Context, s *store.Store, r *recipe.Recipe, tmp string, p stepPlan, o Options) error {
 	o.Progress.Step(fmt.Sprintf("reuse steps 1-%d from intermediate golden %s", p.from, short(p.base.Key)))
-	// Recorded first, so gc (min idle) leaves it alone while it is copied.
+	// Its key's lock, held while it is copied, keeps gc from removing it
+	// meanwhile (gc's removal takes the lock, or keeps the golden).
+	lock, err := lockfile.Acquire(ctx, s.BuildLock(p.base.Key), nil)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	if _, err := Lookup(s, p.base.Key); err != nil {
+		return fmt.Errorf("intermediate golden %s went away; run the build again: %w", short(p.base.Key), err)
+	}
 	MarkUsed(s, p.base.Key, r.Path)
 	data := filepath.Join(tmp, "data")
 	if err := backend.RemoveDataDir(data); err != nil {
