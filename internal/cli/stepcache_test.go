@@ -92,3 +92,84 @@ sql = ["migrate.sql"]
 		t.Fatalf("gc --keep 1 left %v; want the new golden %s and the intermediate %s it was built from", left, key[:12], inter[:12])
 	}
 }
+
+// stepRecipe makes e's recipe a seed step and a migration step.
+func stepRecipe(t *testing.T, e *env, migration string) {
+	t.Helper()
+	recipe := `engine = "postgres"
+database = "shop"
+owner = "shop"
+
+[[load]]
+sql = ["schema.sql", "seed/*.sql"]
+
+[[load]]
+sql = ["migrate.sql"]
+`
+	for name, body := range map[string]string{"dbfork.toml": recipe, "migrate.sql": migration} {
+		if err := os.WriteFile(filepath.Join(e.proj, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A dbfork killed with SIGKILL at any phase of a build that keeps or
+// reuses an intermediate golden leaves either nothing or complete
+// goldens: what is visible verifies, gc leaves nothing behind, and the
+// next build and run work.
+func TestCrashDuringStepCache(t *testing.T) {
+	phases := []struct {
+		phase       string
+		incremental bool // crash in a build that starts from an intermediate
+		goldens     int  // visible after the crash
+	}{
+		{"step:stopped", false, 0},
+		{"step:copied", false, 0},
+		{"step:manifest", false, 0},
+		{"step:published", false, 1},
+		{"step:restarted", false, 1},
+		{"build:cloned", true, 2},
+		{"build:loaded", true, 2},
+		{"build:manifest", true, 2},
+		{"build:published", true, 3},
+	}
+	e := newEnv(t)
+	for _, p := range phases {
+		t.Run(p.phase, func(t *testing.T) {
+			e.t = t
+			for _, g := range e.ls().Goldens {
+				removeGolden(t, e, g.Key)
+			}
+			stepRecipe(t, e, "alter table items add column price int;\n")
+			if p.incremental {
+				e.mustRun("build", "--step-cache-min", "0")
+				stepRecipe(t, e, "alter table items add column price int default 3;\n")
+			}
+			r := e.runEnv([]string{"DBFORK_CRASH_AT=" + p.phase, "DBFORK_STEP_CACHE_MIN=0"}, "build")
+			if r.code != -1 && r.code != 137 {
+				t.Fatalf("dbfork was not killed at %s: exit %d, stderr %s", p.phase, r.code, r.stderr)
+			}
+			if n := len(e.ls().Goldens); n != p.goldens {
+				t.Fatalf("after a crash at %s: %d goldens visible, want %d", p.phase, n, p.goldens)
+			}
+			if p.goldens > 0 {
+				e.mustRun("verify") // every visible golden is complete
+			}
+			e.mustRun("gc")
+			e.assertNothingLeft()
+			b := e.mustRun("build", "-v", "--step-cache-min", "0")
+			if p.goldens == 1 && !strings.Contains(b.stderr, "reused steps 1-1") {
+				t.Fatalf("the build after a crash at %s did not start from the intermediate golden: %s", p.phase, b.stderr)
+			}
+			r = e.run("run", "--", "psql", "-XAtc", "select count(*), min(price) from items")
+			want := "3000|"
+			if p.incremental {
+				want = "3000|3"
+			}
+			if r.code != 0 || strings.TrimSpace(r.stdout) != want {
+				t.Fatalf("run after crash+gc: exit %d %q, want %q: %s", r.code, r.stdout, want, r.stderr)
+			}
+			e.assertNothingLeft()
+		})
+	}
+}
