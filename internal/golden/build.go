@@ -205,6 +205,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if bu, err = buildUser(s, tmp); err != nil {
 		return nil, fmt.Errorf("give the build a uid of its own: %w", err)
 	}
+	copied := statFiles(data, plan.base) // what came from an intermediate golden, as it came
 
 	o.Progress.Step("start build server")
 	if err := startBuildServer(ctx, bu, eng, r, tmp, &srv); err != nil {
@@ -231,13 +232,14 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err := endBuildUser(ctx, bu, tmp); err != nil {
 		return nil, err
 	}
+	known := unchangedSums(data, copied) // before shareTree changes every file's ctime
 	shared := s.User.Dropped()
 	if shared {
 		if err := shareTree(data, nil, s.User); err != nil {
 			return nil, err
 		}
 	}
-	files, total, err := listFiles(data)
+	files, total, err := listFilesKnown(data, known)
 	if err != nil {
 		return nil, fmt.Errorf("checksum golden: %w", err)
 	}

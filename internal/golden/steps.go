@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/faults"
@@ -223,4 +225,69 @@ func stepManifest(eng engine.Engine, r *recipe.Recipe, version string, inputs []
 	m.Intermediate = &StepState{Step: i + 1, Steps: len(r.Steps)}
 	m.StepKeys = append([]string(nil), p.keys[:i+1]...)
 	return m
+}
+
+// copiedFile is a regular file of a build dir as it was right after the
+// build started from an intermediate golden, with the sum the
+// intermediate's manifest gives its content.
+type copiedFile struct {
+	ino, size    uint64
+	mtime, ctime unix.Timespec
+	sum          string
+}
+
+// statFiles records every regular file of data that base's manifest has
+// a sum for (nil when the build did not start from an intermediate).
+func statFiles(data string, base *Golden) map[string]copiedFile {
+	if base == nil {
+		return nil
+	}
+	out := map[string]copiedFile{}
+	var newest time.Time
+	for _, f := range base.Manifest.Files {
+		if f.SHA256 == "" {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(data, f.Path), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) != uint64(f.Size) {
+			continue
+		}
+		out[f.Path] = copiedFile{st.Ino, uint64(st.Size), st.Mtim, st.Ctim, f.SHA256}
+		if t := time.Unix(st.Ctim.Unix()); t.After(newest) {
+			newest = t
+		}
+	}
+	// Timestamps come from a clock that ticks every few ms: a write in
+	// the tick of the last chown would leave ctime as it was. Nothing
+	// writes before this returns, so it returns once that tick is over.
+	if wait := time.Until(newest.Add(timestampTick)); wait > 0 {
+		time.Sleep(wait)
+	}
+	return out
+}
+
+// timestampTick bounds the kernel's coarse clock tick (10 ms at HZ=100).
+const timestampTick = 20 * time.Millisecond
+
+// unchangedSums returns the sums of the files statFiles recorded that
+// nothing has changed since: same inode, size, mtime and ctime. The
+// kernel sets ctime on every write, truncate, rename onto or chown and
+// nobody can set it back, so such a file still holds the intermediate's
+// content and need not be read again (a 1.5 GB seed would take seconds to
+// hash; the migration after it touches a few files).
+func unchangedSums(data string, copied map[string]copiedFile) map[string]string {
+	if copied == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for p, c := range copied {
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(data, p), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		if st.Ino == c.ino && uint64(st.Size) == c.size && st.Mtim == c.mtime && st.Ctim == c.ctime {
+			out[p] = c.sum
+		}
+	}
+	return out
 }
