@@ -173,3 +173,46 @@ func TestCrashDuringStepCache(t *testing.T) {
 		})
 	}
 }
+
+// MariaDB: a full and an incremental build of the same recipe give the
+// same key and the same dump (rows, schema, AUTO_INCREMENT counters and
+// sequences).
+func TestMariaDBStepCacheSameAsFullBuild(t *testing.T) {
+	e := mariadbEnv(t)
+	recipe := `engine = "mariadb"
+database = "shop"
+owner = "shop"
+
+[[load]]
+sql = "seed.sql"
+
+[[load]]
+sql = "migrate.sql"
+`
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(e.proj, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("dbfork.toml", recipe)
+	write("seed.sql", "CREATE TABLE items(id int AUTO_INCREMENT PRIMARY KEY, name text);\nINSERT INTO items(name) SELECT CONCAT('i', seq) FROM seq_1_to_3000;\n"+
+		"CREATE SEQUENCE tickets;\nSELECT NEXTVAL(tickets) FROM seq_1_to_42;\n")
+	write("migrate.sql", "ALTER TABLE items ADD COLUMN price int DEFAULT 1;\n")
+	e.mustRun("build", "--step-cache-min", "0")
+	write("migrate.sql", "ALTER TABLE items ADD COLUMN price int DEFAULT 2;\nINSERT INTO items(name) VALUES ('new');\nSELECT NEXTVAL(tickets);\n")
+	inc := e.mustRun("build", "-v", "--step-cache-min", "0")
+	if !strings.Contains(inc.stderr, "reused steps 1-1 from intermediate golden") {
+		t.Fatalf("build -v after a migration change: %s", inc.stderr)
+	}
+	full := *e
+	full.store = filepath.Join(e.root, "full-store")
+	t.Cleanup(func() { full.run("gc", "--all") })
+	if a, b := strings.TrimSpace(inc.stdout), strings.TrimSpace(full.mustRun("build", "--step-cache-min", "off").stdout); a != b {
+		t.Fatalf("incremental build key %s, full build key %s", a, b)
+	}
+	dump := []string{"run", "--", "sh", "-c", `mariadb-dump --skip-dump-date --skip-comments -h "$MYSQL_HOST" -P "$MYSQL_PORT" -u "$MYSQL_USER" "$MYSQL_DATABASE"`}
+	a, b := e.mustRun(dump...).stdout, full.mustRun(dump...).stdout
+	if a != b || !strings.Contains(a, "`price` int(11) DEFAULT 2") || !strings.Contains(a, "'new',2)") || !strings.Contains(a, "SETVAL(`tickets`") {
+		t.Fatalf("incremental and full build differ or lack the migration:\n--- incremental\n%s\n--- full\n%s", a, b)
+	}
+}

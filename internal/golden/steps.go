@@ -98,33 +98,45 @@ func startFromStep(ctx context.Context, s *store.Store, r *recipe.Recipe, tmp st
 }
 
 // runSteps runs the steps the plan does not reuse on the build server
-// *srv, saving the state after each expensive one as an intermediate
-// golden (which restarts the server: *srv changes).
+// *srv. Every step but the first runs on a freshly started server: the
+// server is stopped cleanly after each step but the last, and its data
+// dir is kept as an intermediate golden when the steps since the last
+// kept state took long enough. The restart happens whether or not the
+// state is kept, so a golden's content never depends on how long a step
+// took or on what the cache held: a server's counters that a restart
+// moves (MariaDB's AUTO_INCREMENT reservations, the cached values of a
+// sequence) move the same way in a full and an incremental build.
 func runSteps(ctx context.Context, s *store.Store, eng engine.Engine, ld engine.Loader, srv **engine.Server, bu store.User,
 	r *recipe.Recipe, tmp, version string, inputs []Input, p stepPlan, buildLog *os.File, o Options) error {
-	t0 := time.Now()
+	var work time.Duration // load time since the last kept state
 	for i := p.from; i < len(r.Steps); i++ {
+		t0 := time.Now()
 		if err := loadSteps(ctx, ld, *srv, r, inputs, i, i+1, buildLog, o); err != nil {
 			return err
 		}
-		if i == len(r.Steps)-1 || p.min < 0 || time.Since(t0) < p.min {
-			continue
+		work += time.Since(t0)
+		if i == len(r.Steps)-1 {
+			break
 		}
-		if err := saveStep(ctx, s, eng, srv, bu, r, tmp, version, inputs, p, i, o); err != nil {
+		keep := p.min >= 0 && work >= p.min
+		if err := stepBoundary(ctx, s, eng, srv, bu, r, tmp, version, inputs, p, i, keep, o); err != nil {
 			return err
 		}
-		t0 = time.Now()
+		if keep {
+			work = 0
+		}
 	}
 	return nil
 }
 
-// saveStep stops the build server cleanly, publishes its data dir as the
-// intermediate golden of step i (0-based) and starts the server again.
-// Only a failure to stop or start fails the build: a state that could not
-// be kept is said and the build goes on.
-func saveStep(ctx context.Context, s *store.Store, eng engine.Engine, srv **engine.Server, bu store.User,
-	r *recipe.Recipe, tmp, version string, inputs []Input, p stepPlan, i int, o Options) error {
-	o.Progress.Step(fmt.Sprintf("keep the state after step %d", i+1))
+// stepBoundary stops the build server cleanly after step i (0-based),
+// publishes its data dir as the intermediate golden of the step when keep
+// is set, and starts the server again. Only a failure to stop or start
+// fails the build: a state that could not be kept is said and the build
+// goes on.
+func stepBoundary(ctx context.Context, s *store.Store, eng engine.Engine, srv **engine.Server, bu store.User,
+	r *recipe.Recipe, tmp, version string, inputs []Input, p stepPlan, i int, keep bool, o Options) error {
+	o.Progress.Step(fmt.Sprintf("stop build server after step %d", i+1))
 	if err := eng.Stop(ctx, *srv, true); err != nil {
 		return err
 	}
@@ -142,13 +154,16 @@ func saveStep(ctx context.Context, s *store.Store, eng engine.Engine, srv **engi
 		return err
 	}
 	faults.At("step:stopped")
-	if err := publishStep(ctx, s, eng, r, tmp, version, inputs, p, i, o); err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
-		o.Log.Warn("could not keep the state after a step; the build goes on", "step", i+1, "err", err)
-		if o.Warn != nil {
-			o.Warn(fmt.Sprintf("could not keep the state after step %d (the next build runs it again): %v", i+1, err))
+	if keep {
+		o.Progress.Step(fmt.Sprintf("keep the state after step %d", i+1))
+		if err := publishStep(ctx, s, eng, r, tmp, version, inputs, p, i, o); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			o.Log.Warn("could not keep the state after a step; the build goes on", "step", i+1, "err", err)
+			if o.Warn != nil {
+				o.Warn(fmt.Sprintf("could not keep the state after step %d (the next build runs it again): %v", i+1, err))
+			}
 		}
 	}
 	o.Progress.Step("restart build server")
