@@ -83,7 +83,11 @@ func Open(t testing.TB, recipePath string) *Instance {
 		}
 		return fromDaemon(ctx, t, c, abs)
 	}
-	s, err := store.Open(os.Getenv("DBFORK_STORE"))
+	root, err := store.Locate(os.Getenv("DBFORK_STORE"), userStores())
+	if err != nil {
+		t.Fatalf("dbforktest: %v", err)
+	}
+	s, err := store.Open(root)
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
@@ -193,4 +197,13 @@ func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string)
 		}
 	})
 	return &Instance{ID: st.ID, DSN: st.Conn.URL, Env: st.ClientEnv(), Backend: st.Backend, Mode: ModeInstance}
+}
+
+// userStores is where `dbfork store init --user` puts users' stores
+// ($DBFORK_USER_STORES as dbfork reads it, else its default).
+func userStores() string {
+	if d := os.Getenv("DBFORK_USER_STORES"); d != "" {
+		return d
+	}
+	return store.DefaultUserStores
 }

@@ -4,17 +4,32 @@
 # new store puts itself on a loop-backed XFS image when the disk cannot
 # share extents), builds a golden with a few
 # hundred MB of generated data, and compares clone+ready with a plain copy.
+#
+# Root only sets up: under sudo, the user behind it gets a copy-on-write
+# store of their own (`dbfork store init --user`), and the demo itself
+# (build, clones, servers) runs as that user. Run from a root shell, it
+# runs as root on a store of its own.
 source "$(dirname "$0")/lib.sh"
-need_root "the demo"
-ensure_packages
-ensure_go
-build_dbfork
 DBFORK="$REPO/bin/dbfork"
-STORE="${DBFORK_DEMO_STORE:-/var/lib/dbfork-demo}"
-export DBFORK_STORE="$STORE"
+if [ "${DBFORK_DEMO_AS_USER:-}" != 1 ]; then
+  need_root "the demo's set-up"
+  ensure_packages
+  ensure_go
+  build_dbfork
+  if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+    if ! "$DBFORK" store init --user "$SUDO_USER" 2>/tmp/dbfork-demo-init.$$; then
+      grep -q "already" /tmp/dbfork-demo-init.$$ || { cat /tmp/dbfork-demo-init.$$ >&2; rm -f /tmp/dbfork-demo-init.$$; exit 1; }
+    fi
+    rm -f /tmp/dbfork-demo-init.$$
+    echo "== from here on, as $SUDO_USER (no root)"
+    exec runuser -u "$SUDO_USER" -- env -u DBFORK_STORE DBFORK_DEMO_AS_USER=1 PATH="$PATH" bash "$0" "$@"
+  fi
+  export DBFORK_STORE="${DBFORK_DEMO_STORE:-/var/lib/dbfork-demo}"
+fi
 
-# No set-up step: a new store on a disk that cannot share extents (ext4)
-# puts itself on a sparse loop-backed XFS image and says so in one line.
+# A root-run demo's new store on a disk that cannot share extents (ext4)
+# puts itself on a sparse loop-backed XFS image and says so in one line; a
+# user finds the store root set up for them.
 "$DBFORK" doctor | sed -n '/^backends/,/auto picks/p'
 
 cd "$REPO/examples/demo"

@@ -177,3 +177,16 @@ func (c *Client) CreateDatabase(ctx context.Context, id string) (*Database, erro
 func (c *Client) DropDatabase(ctx context.Context, id, name string) error {
 	return c.do(ctx, "DELETE", "/v1/leases/"+id+"/databases/"+name, nil, nil)
 }
+
+// DownKept stops and removes an instance the caller kept through the
+// daemon (`dbfork up`): the daemon does it, as the record is its own.
+func (c *Client) DownKept(ctx context.Context, id string) error {
+	return c.do(ctx, "DELETE", "/v1/instances/"+id, nil, nil)
+}
+
+// ResetKept takes an instance the caller kept through the daemon back to
+// the golden state in place.
+func (c *Client) ResetKept(ctx context.Context, id string) (*Lease, error) {
+	var l Lease
+	return &l, c.do(ctx, "POST", "/v1/instances/"+id+"/reset", EmptyRequest{}, &l)
+}

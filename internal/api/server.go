@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,6 +53,8 @@ func NewServer(svc Service, token string, log *slog.Logger) *Server {
 	mux.HandleFunc("POST /v1/leases/{id}/databases", s.createDatabase)
 	mux.HandleFunc("DELETE /v1/leases/{id}/databases/{name}", s.dropDatabase)
 	mux.HandleFunc("GET /v1/pools", s.pools)
+	mux.HandleFunc("DELETE /v1/instances/{id}", s.downKept)
+	mux.HandleFunc("POST /v1/instances/{id}/reset", s.resetKept)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errs.NotFound("no API call %s %s (see docs/api.md)", r.Method, r.URL.Path))
 	})
@@ -68,14 +69,10 @@ func NewServer(svc Service, token string, log *slog.Logger) *Server {
 	return s
 }
 
-// MaxTCPConns caps connections open at once on a TCP listener; more wait
-// in the kernel's backlog.
-const MaxTCPConns = 64
-
 // Serve accepts connections on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
 	if _, ok := l.(*net.TCPListener); ok {
-		l = limitListener(l, MaxTCPConns)
+		l = newSlots(l, MaxTCPConns, MaxStrangerConns, StrangerGrace)
 	}
 	err := s.http.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
@@ -89,6 +86,9 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ct
 
 // connContext records who is at the other end of a unix socket.
 func connContext(ctx context.Context, c net.Conn) context.Context {
+	if sc, ok := c.(*slotConn); ok {
+		ctx = context.WithValue(ctx, slotKey{}, sc)
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return context.WithValue(ctx, peerKey{}, Peer{})
@@ -126,6 +126,9 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				w.Header().Set("Connection", "close") // no idle connections for strangers
 				writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "missing or wrong token: send `Authorization: Bearer <token>` with the token from STORE/" + TokenName, Kind: "unauthorized"})
 				return
+			}
+			if sc, ok := r.Context().Value(slotKey{}).(*slotConn); ok {
+				sc.promote()
 			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
@@ -262,7 +265,7 @@ func (s *Server) leases(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) pools(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, map[string]any{"pools": s.svc.Pools()})
+	writeJSON(w, 200, map[string]any{"pools": s.svc.Pools(peerOf(r))})
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
@@ -304,6 +307,27 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, l)
 }
 
+func (s *Server) downKept(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.DownKept(r.Context(), r.PathValue("id"), peerOf(r)); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) resetKept(w http.ResponseWriter, r *http.Request) {
+	if err := emptyBody(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	l, err := s.svc.ResetKept(r.Context(), r.PathValue("id"), peerOf(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, l)
+}
+
 func (s *Server) createDatabase(w http.ResponseWriter, r *http.Request) {
 	if err := emptyBody(r); err != nil {
 		s.fail(w, r, err)
@@ -323,37 +347,4 @@ func (s *Server) dropDatabase(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// limitListener accepts at most n connections at once: Accept waits for
-// one to close.
-func limitListener(l net.Listener, n int) net.Listener {
-	return &limited{Listener: l, slots: make(chan struct{}, n)}
-}
-
-type limited struct {
-	net.Listener
-	slots chan struct{}
-}
-
-func (l *limited) Accept() (net.Conn, error) {
-	l.slots <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
-}
-
-type slotConn struct {
-	net.Conn
-	once sync.Once
-	free func()
-}
-
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.free)
-	return err
 }

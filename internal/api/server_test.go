@@ -25,7 +25,7 @@ func (s *stub) Acquire(context.Context, AcquireRequest, Peer) (*Lease, error) {
 func (s *stub) Release(string, Peer) error        { return nil }
 func (s *stub) Keep(string, Peer) (*Lease, error) { return &Lease{}, nil }
 func (s *stub) Leases(Peer) []Lease               { return nil }
-func (s *stub) Pools() []PoolInfo                 { return nil }
+func (s *stub) Pools(Peer) []PoolInfo             { return nil }
 func (s *stub) Reset(context.Context, string, Peer) (*Lease, error) {
 	return &Lease{}, nil
 }
@@ -33,6 +33,10 @@ func (s *stub) CreateDatabase(context.Context, string, Peer) (*Database, error) 
 	return &Database{}, nil
 }
 func (s *stub) DropDatabase(context.Context, string, string, Peer) error { return nil }
+func (s *stub) DownKept(context.Context, string, Peer) error             { return nil }
+func (s *stub) ResetKept(context.Context, string, Peer) (*Lease, error) {
+	return &Lease{}, nil
+}
 
 func serveTCP(t *testing.T, svc Service) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -121,14 +125,14 @@ func TestTCPStrangersAreHungUpOn(t *testing.T) {
 	}
 }
 
-// More than MaxTCPConns connections wait for a free slot instead of each
-// getting a goroutine and a buffer.
+// More than MaxTCPConns token holders' connections wait for a free slot
+// instead of each getting a goroutine and a buffer.
 func TestTCPConnectionCap(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ll := limitListener(l, 2)
+	ll := newSlots(l, 2, 16, time.Minute)
 	defer ll.Close()
 	accepted := make(chan net.Conn, 3)
 	go func() {
@@ -137,6 +141,7 @@ func TestTCPConnectionCap(t *testing.T) {
 			if err != nil {
 				return
 			}
+			c.(*slotConn).promote() // as if each had shown the token
 			accepted <- c
 		}
 	}()
@@ -161,4 +166,41 @@ func TestTCPConnectionCap(t *testing.T) {
 		t.Fatal("the third connection was not accepted after one closed")
 	}
 	second.Close()
+}
+
+// Strangers' connections are capped apart: a new one hangs up on the
+// oldest, and one that shows no token in time is hung up on.
+func TestTCPStrangerBudget(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll := newSlots(l, 2, 2, 500*time.Millisecond)
+	defer ll.Close()
+	go func() {
+		for {
+			if _, err := ll.Accept(); err != nil {
+				return
+			}
+		}
+	}()
+	var cs []net.Conn
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	_ = cs[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := cs[0].Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Errorf("the oldest of three strangers with room for two was not hung up on: %v", err)
+	}
+	for i, c := range cs[1:] {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
+			t.Errorf("stranger %d was not hung up on after its grace: %v", i+1, err)
+		}
+	}
 }

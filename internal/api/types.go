@@ -27,13 +27,20 @@ type Service interface {
 	Release(id string, peer Peer) error
 	Keep(id string, peer Peer) (*Lease, error)
 	Leases(peer Peer) []Lease
-	Pools() []PoolInfo
+	// Pools lists the pools the caller made or leased from (every pool
+	// for root and TCP token holders).
+	Pools(peer Peer) []PoolInfo
 	// Reset takes a lease's instance back to the golden state in place.
 	Reset(ctx context.Context, id string, peer Peer) (*Lease, error)
 	// CreateDatabase hands out a fresh database inside a lease's server
 	// (Lease.Fresh == FreshDatabase); DropDatabase drops one early.
 	CreateDatabase(ctx context.Context, id string, peer Peer) (*Database, error)
 	DropDatabase(ctx context.Context, id, name string, peer Peer) error
+	// DownKept and ResetKept act on an instance kept through the daemon
+	// (POST /v1/leases/{id}/keep, `dbfork up`) for the peer who kept it
+	// (or root): its record is the daemon's, which that peer may not read.
+	DownKept(ctx context.Context, id string, peer Peer) error
+	ResetKept(ctx context.Context, id string, peer Peer) (*Lease, error)
 }
 
 // How a lease gives a test fresh data (Lease.Fresh).

@@ -23,7 +23,7 @@ var userMatrix = []struct {
 	auto    string
 }{
 	{"host", []string{"userns-overlay", "copy"}, map[string]string{"overlay": "needs root", "reflink": "cannot share extents", "btrfs": "not btrfs"}, "userns-overlay"},
-	{"xfs", []string{"reflink", "userns-overlay", "copy"}, map[string]string{"overlay": "needs root", "btrfs": "not btrfs"}, "userns-overlay"},
+	{"xfs", []string{"reflink", "userns-overlay", "copy"}, map[string]string{"overlay": "needs root", "btrfs": "not btrfs"}, "reflink"},
 	{"btrfs", []string{"btrfs", "reflink", "userns-overlay", "copy"}, map[string]string{"overlay": "needs root"}, "btrfs"},
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/lockfile"
-	"github.com/dbfork/dbfork/internal/store"
 )
 
 // DefaultIdle is how long a daemon started on demand stays without calls
@@ -116,9 +115,9 @@ func printDaemon(g *globals, info *daemonInfo, asJSON bool) error {
 
 // storeRoot is the store's absolute path, without creating anything.
 func (g *globals) storeRoot() (string, error) {
-	root := g.store
-	if root == "" {
-		root = store.DefaultRoot()
+	root, err := g.locateStore()
+	if err != nil {
+		return "", err
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -135,7 +137,8 @@ func advice(rep doctorReport) []string {
 	}
 	switch {
 	case os.Geteuid() != 0:
-		msg += rootlessFastStore
+		msg += "ask an admin to run this once: sudo dbfork store init --user " + currentUserName() +
+			" (a copy-on-write store of your own that dbfork then finds by itself; no root after that); or " + rootlessFastStore
 	case rep.Tools["mkfs.xfs"] == "missing" && rep.Tools["mkfs.btrfs"] == "missing":
 		msg += "install xfsprogs (apt-get install xfsprogs) and run: dbfork store init --fs xfs --size 20G"
 	default:
@@ -201,4 +204,12 @@ func probeEngines(ctx context.Context) []engineReport {
 		out = append(out, er)
 	}
 	return out
+}
+
+// currentUserName is our user's name, or the uid when it has none.
+func currentUserName() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(os.Geteuid())
 }

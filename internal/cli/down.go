@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/spf13/cobra"
 
@@ -49,17 +50,32 @@ func newDownCmd(g *globals) *cobra.Command {
 				daemon, _ = api.Dial(cmd.Context(), api.SocketPath(s.Root))
 			}
 			var failed error
+			skipped := 0
 			for _, id := range ids {
 				if daemon != nil && daemon.Release(cmd.Context(), id) == nil {
 					fmt.Fprintln(g.stdout, "released", id)
 					continue
 				}
 				err := instance.Down(cmd.Context(), s, id)
+				if err != nil && daemon != nil && !errors.Is(err, errs.ErrConflict) {
+					// Kept through the daemon for us (`up` as a user on
+					// root's store): its record is the daemon's, and so
+					// is the removal.
+					derr := daemon.DownKept(cmd.Context(), id)
+					if derr == nil {
+						fmt.Fprintln(g.stdout, "removed", id)
+						continue
+					}
+					if !errors.Is(derr, errs.ErrNotFound) || errors.Is(err, fs.ErrPermission) {
+						err = derr
+					}
+				}
 				if all && errors.Is(err, errs.ErrNotFound) {
 					continue // removed meanwhile by another dbfork: gone is what --all wants
 				}
 				if all && errors.Is(err, errs.ErrConflict) {
 					fmt.Fprintf(g.stderr, "dbfork: skipped %s: in use by another dbfork process\n", id)
+					skipped++
 					continue
 				}
 				if err != nil {
@@ -69,6 +85,10 @@ func newDownCmd(g *globals) *cobra.Command {
 					continue
 				}
 				fmt.Fprintln(g.stdout, "removed", id)
+			}
+			if failed == nil && skipped > 0 {
+				// Not "all are down": say so with the exit status too.
+				return errs.Conflict("%d instance(s) left running: they are in use by another dbfork process (a daemon's pool or lease, or a running `dbfork run`); `dbfork daemon stop` ends the daemon and its instances", skipped)
 			}
 			return failed
 		},

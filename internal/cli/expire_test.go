@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -137,5 +138,29 @@ inputs = ["migrations"]
 		if !strings.Contains(third.stderr, want) {
 			t.Errorf("--explain after adding a migration: %q lacks %q", third.stderr, want)
 		}
+	}
+}
+
+// down --all cannot stop what a daemon's pool holds: it says so and exits
+// non-zero instead of pretending all is down.
+func TestDownAllSaysWhatItLeft(t *testing.T) {
+	e := newEnv(t)
+	f, err := os.OpenFile(filepath.Join(e.proj, "dbfork.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("\n[pool]\nmin = 1\nmax = 2\n")
+	f.Close()
+	c := e.cmd("serve", "-f", "dbfork.toml")
+	out := &syncBuf{}
+	c.Stderr = out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Process.Signal(syscall.SIGTERM); _ = c.Wait() }()
+	waitFor(t, func() bool { return len(e.ls().Instances) >= 1 })
+	r := e.run("down", "--all")
+	if r.code != 5 || !strings.Contains(r.stderr, "left running") || !strings.Contains(r.stderr, "dbfork daemon stop") {
+		t.Fatalf("down --all with a pooled instance: exit %d, %q; want 5 and what to do", r.code, r.stderr)
 	}
 }

@@ -104,6 +104,7 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 		TotalBytes    int64     `json:"total_bytes"`
 		Created       time.Time `json:"created"`
 		Dir           string    `json:"dir"`
+		Origin        string    `json:"origin"` // "build", or where it was pulled or imported from
 		// Intermediate: the saved state after a load step, for builds to
 		// start from; never cloned.
 		Intermediate *golden.StepState `json:"intermediate,omitempty"`
@@ -114,7 +115,7 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 	}{Goldens: []gv{}, Instances: []instance.View{}}
 	for _, x := range goldens {
 		m := x.Manifest
-		out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir, m.Intermediate})
+		out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir, golden.Origin(x), m.Intermediate})
 	}
 	out.Instances = append(out.Instances, views...)
 	return printJSON(g.stdout, out)
@@ -122,15 +123,15 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 
 func printLsTable(g *globals, goldens []*golden.Golden, views []instance.View) error {
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "GOLDEN\tENGINE\tSIZE\tCREATED\tRECIPE")
+	fmt.Fprintln(w, "GOLDEN\tENGINE\tSIZE\tCREATED\tRECIPE\tORIGIN")
 	for _, x := range goldens {
 		m := x.Manifest
 		recipe := m.Recipe
 		if st := m.Intermediate; st != nil {
 			recipe += fmt.Sprintf(" (intermediate: after step %d/%d)", st.Step, st.Steps)
 		}
-		fmt.Fprintf(w, "%s\t%s %s\t%s\t%s\t%s\n", x.Key[:12], m.Engine, shortVersion(m.EngineVersion),
-			humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), recipe)
+		fmt.Fprintf(w, "%s\t%s %s\t%s\t%s\t%s\t%s\n", x.Key[:12], m.Engine, shortVersion(m.EngineVersion),
+			humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), recipe, shortOrigin(golden.Origin(x)))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "INSTANCE\tGOLDEN\tBACKEND\tSTATUS\tPORT\tDSN")
@@ -167,3 +168,10 @@ func shortVersion(v string) string {
 }
 
 var versionRe = regexp.MustCompile(`(?:\(PostgreSQL\)|Ver) ([0-9]+(?:\.[0-9]+)+)`)
+
+// shortOrigin shortens the key tags and digests in a golden's origin.
+func shortOrigin(o string) string {
+	return longHex.ReplaceAllStringFunc(o, func(h string) string { return h[:12] + "…" })
+}
+
+var longHex = regexp.MustCompile(`[0-9a-f]{64}`)

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/oci"
 	"github.com/dbfork/dbfork/internal/progress"
@@ -22,6 +25,11 @@ const (
 	RegistryUserEnv      = "DBFORK_REGISTRY_USER"
 	RegistryPasswordEnv  = "DBFORK_REGISTRY_PASSWORD"
 	RegistryPlainHTTPEnv = "DBFORK_REGISTRY_PLAIN_HTTP"
+	// RegistryHostEnv names the registries (host[:port], comma-separated)
+	// DBFORK_REGISTRY_USER/_PASSWORD are for; no other host gets them.
+	RegistryHostEnv = "DBFORK_REGISTRY_HOST"
+	// PullMaxEnv caps what a pull or import may declare (oci.DefaultMaxBytes).
+	PullMaxEnv = "DBFORK_PULL_MAX"
 	// largeFileEnv lowers the one-layer-per-file threshold (bytes), for
 	// tests and benchmarks with small data.
 	largeFileEnv = "DBFORK_OCI_LARGE_FILE"
@@ -31,14 +39,24 @@ const (
 type registryFlags struct{ plainHTTP bool }
 
 func (f *registryFlags) add(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "talk plain HTTP to the registry (loopback registries always are); also "+RegistryPlainHTTPEnv+"=1")
+	cmd.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "talk plain HTTP to the registry (loopback registries always are), sending it no credentials; also "+RegistryPlainHTTPEnv+"=1, or ="+"HOST[,HOST] to name hosts that may get credentials over it")
+}
+
+// hostList splits a comma- or blank-separated list of registry hosts.
+func hostList(v string) []string {
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
 }
 
 func (f *registryFlags) registry() oci.Registry {
+	plain := os.Getenv(RegistryPlainHTTPEnv)
 	r := oci.Registry{
-		PlainHTTP: f.plainHTTP || os.Getenv(RegistryPlainHTTPEnv) == "1",
-		Username:  os.Getenv(RegistryUserEnv),
-		Password:  os.Getenv(RegistryPasswordEnv),
+		PlainHTTP:       f.plainHTTP || plain == "1" || plain == "true",
+		Username:        os.Getenv(RegistryUserEnv),
+		Password:        os.Getenv(RegistryPasswordEnv),
+		CredentialHosts: hostList(os.Getenv(RegistryHostEnv)),
+	}
+	if plain != "1" && plain != "true" && plain != "0" {
+		r.PlainHTTPHosts = hostList(plain)
 	}
 	dir := os.Getenv("DOCKER_CONFIG")
 	if dir == "" {
@@ -67,31 +85,59 @@ func packOptions(g *globals) (oci.PackOptions, error) {
 // remote is the [cache] side of builds run by this process.
 func (g *globals) remote(s *store.Store, f registryFlags) golden.Remote {
 	po, _ := packOptions(g)
-	return &oci.Remote{Registry: f.registry(), Check: engineCheck(g.openEngine(s)), Pack: po}
+	max, _ := pullMax(0)
+	return &oci.Remote{Registry: f.registry(), Check: engineCheck(g.openEngine(s)), Pack: po, MaxBytes: max}
+}
+
+// peerRemote is the [cache] side of builds a daemon runs for a socket
+// peer other than its own user: anonymous, so the daemon's credentials
+// (environment, docker config) never go to a registry a peer's recipe
+// names.
+func (g *globals) peerRemote(s *store.Store) golden.Remote {
+	rm := g.remote(s, registryFlags{}).(*oci.Remote)
+	rm.Registry = oci.Registry{PlainHTTP: rm.Registry.PlainHTTP}
+	return rm
+}
+
+// pullMax is the cap on what a pull or import may declare: flag, else
+// DBFORK_PULL_MAX, else oci.DefaultMaxBytes.
+func pullMax(flag int64) (int64, error) {
+	if flag > 0 {
+		return flag, nil
+	}
+	v := os.Getenv(PullMaxEnv)
+	if v == "" {
+		return oci.DefaultMaxBytes, nil
+	}
+	n, err := fsutil.ParseSize(v)
+	if err != nil || n <= 0 {
+		return 0, errs.Invalid("%s=%q: give a size (e.g. 500G)", PullMaxEnv, v)
+	}
+	return n, nil
 }
 
 // engineCheck refuses a golden built with another server version than
 // the one this machine would build with (an installed server, or one the
 // engine cache holds or may fetch).
-func engineCheck(open func(context.Context, engine.Want) (engine.Engine, error)) func(ctx context.Context, name, version string) error {
-	return func(ctx context.Context, name, version string) error {
+func engineCheck(open func(context.Context, engine.Want) (engine.Engine, error)) oci.EngineCheck {
+	return func(ctx context.Context, name, version string) (engine.Engine, error) {
 		return checkEngine(ctx, open, name, version)
 	}
 }
 
-func checkEngine(ctx context.Context, open func(context.Context, engine.Want) (engine.Engine, error), name, version string) error {
+func checkEngine(ctx context.Context, open func(context.Context, engine.Want) (engine.Engine, error), name, version string) (engine.Engine, error) {
 	eng, err := open(ctx, engine.Want{Engine: name, Version: majorVersion(name, shortVersion(version))})
 	if err != nil {
-		return errs.Unsupported("the golden was built with %s %s, which this machine lacks (%v); install it, or build here: a build with another server version has another key", name, shortVersion(version), err)
+		return nil, errs.Unsupported("the golden was built with %s %s, which this machine lacks (%v); install it, or build here: a build with another server version has another key", name, shortVersion(version), err)
 	}
 	have, err := eng.Version(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if have != version {
-		return errs.Conflict("the golden was built with %s %s but this machine runs %s %s; the exact server version is part of the key, so recipes here have another key: install %s %s, or build here (and push with --cache-to)", name, shortVersion(version), name, shortVersion(have), name, shortVersion(version))
+		return nil, errs.Conflict("the golden was built with %s %s but this machine runs %s %s; the exact server version is part of the key, so recipes here have another key: install %s %s, or build here (and push with --cache-to)", name, shortVersion(version), name, shortVersion(have), name, shortVersion(version))
 	}
-	return nil
+	return eng, nil
 }
 
 // majorVersion is the part of a server version a recipe's version names,
@@ -165,6 +211,7 @@ func newExportCmd(g *globals) *cobra.Command {
 
 func newImportCmd(g *globals) *cobra.Command {
 	var asJSON bool
+	var maxSize sizeFlag
 	cmd := &cobra.Command{
 		Use:   "import FILE",
 		Short: "Read a golden from a file written by `dbfork export` (verified, published atomically)",
@@ -174,7 +221,11 @@ func newImportCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := oci.Import(cmd.Context(), s, args[0], g.unpackOptions(s))
+			o, err := g.unpackOptions(s, maxSize)
+			if err != nil {
+				return err
+			}
+			res, err := oci.Import(cmd.Context(), s, args[0], o)
 			if err != nil {
 				return err
 			}
@@ -182,14 +233,34 @@ func newImportCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	maxSize.add(cmd)
 	return cmd
 }
 
-func (g *globals) unpackOptions(s *store.Store) oci.UnpackOptions {
-	return oci.UnpackOptions{
-		Check: engineCheck(g.openEngine(s)), Log: g.log,
-		OnWait: func() { fmt.Fprintln(g.stderr, "dbfork: waiting for another pull or build of the same golden") },
+// sizeFlag is --max-size of pull and import.
+type sizeFlag struct{ v string }
+
+func (f *sizeFlag) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.v, "max-size", "", "refuse a golden whose files add up to more (default 256G; also "+PullMaxEnv+")")
+}
+
+func (g *globals) unpackOptions(s *store.Store, f sizeFlag) (oci.UnpackOptions, error) {
+	var flag int64
+	if f.v != "" {
+		n, err := fsutil.ParseSize(f.v)
+		if err != nil || n <= 0 {
+			return oci.UnpackOptions{}, errs.Invalid("--max-size %q: give a size (e.g. 500G)", f.v)
+		}
+		flag = n
 	}
+	max, err := pullMax(flag)
+	if err != nil {
+		return oci.UnpackOptions{}, err
+	}
+	return oci.UnpackOptions{
+		Check: engineCheck(g.openEngine(s)), Log: g.log, MaxBytes: max,
+		OnWait: func() { fmt.Fprintln(g.stderr, "dbfork: waiting for another pull or build of the same golden") },
+	}, nil
 }
 
 func (g *globals) printUnpacked(res *oci.Unpacked, asJSON bool) error {
@@ -209,4 +280,34 @@ func (g *globals) buildOptions(s *store.Store, f registryFlags) golden.Options {
 		// A bad value is refused by `dbfork build`; elsewhere: the default.
 		StepCacheMin: stepCacheMinEnv(),
 	}
+}
+
+// peerScoped is a daemon's [cache]: builds asked for by a unix-socket
+// peer other than the daemon's own user use peer (no credentials of the
+// daemon's); its own user, `serve -f` and TCP callers (who showed the
+// token only the daemon's user can read) use own.
+type peerScoped struct{ own, peer golden.Remote }
+
+func (p peerScoped) pick(ctx context.Context) golden.Remote {
+	if ownCredentials(api.PeerFrom(ctx)) {
+		return p.own
+	}
+	return p.peer
+}
+
+func ownCredentials(p api.Peer, inRequest bool) bool {
+	return !inRequest || !p.Unix || p.UID == os.Geteuid()
+}
+
+func (p peerScoped) Fetch(ctx context.Context, s *store.Store, key, repo string) (bool, error) {
+	return p.pick(ctx).Fetch(ctx, s, key, repo)
+}
+
+func (p peerScoped) Send(ctx context.Context, s *store.Store, g *golden.Golden, repo string) error {
+	return p.pick(ctx).Send(ctx, s, g, repo)
+}
+
+// daemonRemote is the [cache] of `dbfork serve`.
+func (g *globals) daemonRemote(s *store.Store) golden.Remote {
+	return peerScoped{own: g.remote(s, registryFlags{}), peer: g.peerRemote(s)}
 }

@@ -23,6 +23,24 @@ func (e *env) count() string {
 	return strings.TrimSpace(r.stdout)
 }
 
+// origin is what `ls --json` says golden key came from.
+func (e *env) origin(key string) string {
+	e.t.Helper()
+	var out struct {
+		Goldens []struct{ Key, Origin string }
+	}
+	if err := json.Unmarshal([]byte(e.mustRun("ls", "--json").stdout), &out); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, g := range out.Goldens {
+		if g.Key == key {
+			return g.Origin
+		}
+	}
+	e.t.Fatalf("ls --json does not list %s", key)
+	return ""
+}
+
 type buildOut struct {
 	Key    string `json:"key"`
 	Built  bool   `json:"built"`
@@ -60,6 +78,12 @@ func TestPushPullCloneQuery(t *testing.T) {
 		t.Fatalf("query on a clone of the pulled golden: %q", n)
 	}
 	b.mustRun("verify", key)
+	if o := b.origin(key); !strings.HasPrefix(o, "pull "+repo+":main@sha256:") {
+		t.Errorf("ls --json gives the pulled golden origin %q", o)
+	}
+	if o := a.origin(key); o != "build" {
+		t.Errorf("ls --json gives the built golden origin %q", o)
+	}
 
 	file := filepath.Join(a.root, "shop.golden")
 	a.mustRun("export", key, file)
@@ -69,6 +93,9 @@ func TestPushPullCloneQuery(t *testing.T) {
 	}
 	if n := c.count(); n != "3001" {
 		t.Fatalf("query on a clone of the imported golden: %q", n)
+	}
+	if o := c.origin(key); !strings.HasPrefix(o, "import "+file+"@sha256:") {
+		t.Errorf("ls --json gives the imported golden origin %q", o)
 	}
 	// Bad input: one line, nothing published.
 	d := newEnv(t)
@@ -188,11 +215,13 @@ func TestPullRefusals(t *testing.T) {
 	}
 
 	locked := ocitest.Start(t, ocitest.Options{User: "ci", Password: "right"})
-	r = a.runEnv([]string{"DBFORK_REGISTRY_USER=ci", "DBFORK_REGISTRY_PASSWORD=wrong"}, "push", locked.Host+"/goldens/shop")
+	r = a.runEnv([]string{"DBFORK_REGISTRY_USER=ci", "DBFORK_REGISTRY_PASSWORD=wrong", "DBFORK_REGISTRY_HOST=" + locked.Host}, "push", locked.Host+"/goldens/shop")
 	if r.code == 0 || !strings.HasPrefix(r.stderr, "dbfork: registry "+locked.Host+" refused access") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
 		t.Fatalf("push with a wrong password: exit %d, %q", r.code, r.stderr)
 	}
-	a.runEnv([]string{"DBFORK_REGISTRY_USER=ci", "DBFORK_REGISTRY_PASSWORD=right"}, "push", locked.Host+"/goldens/shop")
+	if r := a.runEnv([]string{"DBFORK_REGISTRY_USER=ci", "DBFORK_REGISTRY_PASSWORD=right", "DBFORK_REGISTRY_HOST=" + locked.Host}, "push", locked.Host+"/goldens/shop"); r.code != 0 {
+		t.Fatalf("push with the right password for the named host: %q", r.stderr)
+	}
 }
 
 // MariaDB goldens travel the same way.

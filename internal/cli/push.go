@@ -64,6 +64,7 @@ func newPushCmd(g *globals) *cobra.Command {
 func newPullCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	var rf registryFlags
+	var maxSize sizeFlag
 	cmd := &cobra.Command{
 		Use:   "pull REGISTRY/REPO:TAG|REGISTRY/REPO@DIGEST",
 		Short: "Pull a golden from an OCI registry into the store (verified, published atomically)",
@@ -73,7 +74,11 @@ func newPullCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := oci.Pull(cmd.Context(), s, args[0], rf.registry(), g.unpackOptions(s))
+			o, err := g.unpackOptions(s, maxSize)
+			if err != nil {
+				return err
+			}
+			res, err := oci.Pull(cmd.Context(), s, args[0], rf.registry(), o)
 			if err != nil {
 				return err
 			}
@@ -82,5 +87,6 @@ func newPullCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	rf.add(cmd)
+	maxSize.add(cmd)
 	return cmd
 }

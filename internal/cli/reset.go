@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +36,8 @@ func newResetCmd(g *globals) *cobra.Command {
 				return err
 			}
 			// A leased instance belongs to the store's daemon: reset it there.
-			if c, err := api.Dial(ctx, api.SocketPath(s.Root)); err == nil {
+			c, err := api.Dial(ctx, api.SocketPath(s.Root))
+			if err == nil {
 				l, err := c.Reset(ctx, id)
 				if err == nil {
 					return printReset(g, asJSON, leaseView(l), l.ResetMs)
@@ -43,8 +45,25 @@ func newResetCmd(g *globals) *cobra.Command {
 				if !errors.Is(err, errs.ErrNotFound) {
 					return err
 				}
+			} else {
+				c = nil
 			}
 			st, err := instance.Load(s, id)
+			if err != nil && c != nil && file == "" {
+				// Kept through the daemon for us (`up` as a user on
+				// root's store): its record is the daemon's, which we
+				// may not read; the daemon resets it for its owner.
+				l, derr := c.ResetKept(ctx, id)
+				if derr == nil {
+					return printReset(g, asJSON, leaseView(l), l.ResetMs)
+				}
+				if !errors.Is(derr, errs.ErrNotFound) {
+					return derr
+				}
+				if errors.Is(err, fs.ErrPermission) {
+					return derr
+				}
+			}
 			if err != nil {
 				return err
 			}

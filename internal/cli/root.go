@@ -81,7 +81,7 @@ real PostgreSQL server running on it, in milliseconds.`,
 			g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 		},
 	}
-	root.PersistentFlags().StringVar(&g.store, "store", "", "store directory (default $DBFORK_STORE, /var/lib/dbfork as root, else $XDG_DATA_HOME/dbfork)")
+	root.PersistentFlags().StringVar(&g.store, "store", "", "store directory (default $DBFORK_STORE, /var/lib/dbfork as root, else your store made by `sudo dbfork store init --user`, else $XDG_DATA_HOME/dbfork)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log what dbfork does to stderr")
 	root.PersistentFlags().BoolVar(&g.offline, "offline", false, "never download server builds into the engine cache (also DBFORK_OFFLINE=1)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
@@ -106,7 +106,11 @@ func (g *globals) openStore() (*store.Store, error) {
 	default:
 		return nil, errs.Invalid("%s=%q: use auto (the default) or plain", StoreFSEnv, v)
 	}
-	return store.OpenWith(g.store, store.Options{AutoImage: auto, Notify: func(msg string) {
+	root, err := g.storeRoot()
+	if err != nil {
+		return nil, err
+	}
+	return store.OpenWith(root, store.Options{AutoImage: auto, Notify: func(msg string) {
 		fmt.Fprintln(g.stderr, "dbfork: "+msg)
 	}})
 }

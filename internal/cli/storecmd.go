@@ -14,28 +14,25 @@ import (
 
 func newStoreCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "store", Short: "Manage the store's filesystem"}
-	cmd.AddCommand(newStoreInitCmd(g), newStoreMountCmd(g), newStoreUmountCmd(g))
+	cmd.AddCommand(newStoreInitCmd(g), newStoreMountCmd(g), newStoreUmountCmd(g), newStoreRmCmd(g))
 	return cmd
-}
-
-// storeRootOrDefault is --store, else the default store, made absolute.
-func (g *globals) storeRootOrDefault() string {
-	root := g.store
-	if root == "" {
-		root = store.DefaultRoot()
-	}
-	root, _ = filepath.Abs(root)
-	return root
 }
 
 func newStoreInitCmd(g *globals) *cobra.Command {
 	var fstype, size string
+	var uf userStoreFlags
 	initCmd := &cobra.Command{
-		Use:   "init --fs xfs|btrfs|plain --size N",
-		Short: "Create a loop-backed XFS (reflink) or btrfs store (root; sparse image beside the store, remounted on demand), or a plain one",
+		Use:   "init [--user NAME] --fs xfs|btrfs|plain --size N",
+		Short: "Create a user's copy-on-write store (root: --user, or the user behind sudo), or a loop-backed XFS (reflink) or btrfs store at --store (sparse image beside it, remounted on demand), or a plain one",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			root := g.storeRootOrDefault()
+			if name := g.userForInit(&uf); name != "" {
+				return initUserStore(g, &uf, name, fstype, size, cmd.Flags().Changed("size"))
+			}
+			root, err := g.storeRoot()
+			if err != nil {
+				return err
+			}
 			if fstype == "plain" {
 				return initPlainStore(g, root)
 			}
@@ -55,7 +52,8 @@ func newStoreInitCmd(g *globals) *cobra.Command {
 		},
 	}
 	initCmd.Flags().StringVar(&fstype, "fs", "xfs", "filesystem: xfs (reflink), btrfs (snapshots), or plain (a directory where it is, no image)")
-	initCmd.Flags().StringVar(&size, "size", "20G", "image size (sparse: only what is written uses disk)")
+	initCmd.Flags().StringVar(&size, "size", "20G", "image size (sparse: only what is written uses disk; a user store's default is most of the free space, up to 256G)")
+	uf.add(initCmd, "make this user's store under "+store.DefaultUserStores+" (default under sudo without --store: the user behind sudo)")
 	return initCmd
 }
 
@@ -79,7 +77,10 @@ func newStoreUmountCmd(g *globals) *cobra.Command {
 		Short: "Unmount a loop-backed store (refused while instances run on it)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			root := g.storeRootOrDefault()
+			root, err := g.storeRoot()
+			if err != nil {
+				return err
+			}
 			if _, err := os.Stat(store.ImagePath(root)); err != nil {
 				return errs.NotFound("%s is not a loop-backed store (no %s)", root, store.ImagePath(root))
 			}
@@ -99,11 +100,19 @@ func newStoreUmountCmd(g *globals) *cobra.Command {
 }
 
 func newStoreMountCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "mount",
-		Short: "Mount a loop-backed store's image (done on demand anyway); adopts a root-owned image made before dbfork recorded its images",
+	var uf userStoreFlags
+	cmd := &cobra.Command{
+		Use:   "mount [--user NAME]",
+		Short: "Mount a loop-backed store's image (done on demand anyway), or a user's store by its fstab entry; adopts a root-owned image made before dbfork recorded its images",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if uf.user != "" {
+				s, err := uf.stores().Mount(uf.user)
+				if err == nil {
+					fmt.Fprintf(g.stdout, "store of %s mounted at %s\n", s.Name, s.Root)
+				}
+				return err
+			}
 			root, err := g.storeRoot()
 			if err != nil {
 				return err
@@ -114,4 +123,6 @@ func newStoreMountCmd(g *globals) *cobra.Command {
 			return store.AdoptImage(root)
 		},
 	}
+	uf.add(cmd, "mount this user's store (made by store init --user)")
+	return cmd
 }

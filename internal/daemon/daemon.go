@@ -87,6 +87,10 @@ type entry struct {
 
 	dbOnce   sync.Once // whether the store shares extents, probed once
 	dbShares bool
+
+	// users are the uids of socket peers that made or leased from it:
+	// GET /v1/pools shows it to them (and to root). d.mu guards it.
+	users map[int]bool
 }
 
 type lease struct {

@@ -65,6 +65,7 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 	if err != nil {
 		return nil, err
 	}
+	d.usedBy(e, peer)
 	wait := DefaultWait
 	if req.WaitSeconds > 0 {
 		wait = time.Duration(req.WaitSeconds * float64(time.Second))
@@ -192,6 +193,8 @@ func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
 	if err != nil {
 		return nil, errs.NotFound("lease %s: %v", id, err)
 	}
+	owner := l.owner // the daemon does `down` and `reset` for them (kept.go)
+	in.State.Owner = &owner
 	if err := in.Detach(); err != nil {
 		_ = in.Destroy(context.Background(), d.o.Store)
 		return nil, fmt.Errorf("keep instance %s: %w", id, err)

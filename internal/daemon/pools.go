@@ -69,6 +69,20 @@ func (d *Daemon) resize(e *entry, cfg pool.Config) error {
 	return e.pool.Resize(cfg)
 }
 
+// usedBy records that peer made or leased from e, so that e shows in
+// its GET /v1/pools.
+func (d *Daemon) usedBy(e *entry, peer api.Peer) {
+	if !peer.Unix {
+		return // TCP callers hold the token and see every pool anyway
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e.users == nil {
+		e.users = map[int]bool{}
+	}
+	e.users[peer.UID] = true
+}
+
 // retireOlder drains the pools recipePath filled with an older golden:
 // they make no new instances, and close once their leases end. d.mu is
 // held.
@@ -236,11 +250,14 @@ func poolID(key, backendName string, settings map[string]string) string {
 }
 
 // Pools implements api.Service.
-func (d *Daemon) Pools() []api.PoolInfo {
+func (d *Daemon) Pools(peer api.Peer) []api.PoolInfo {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]api.PoolInfo, 0, len(d.pools))
 	for _, e := range d.pools {
+		if !peer.All() && !e.users[peer.UID] {
+			continue // another user's recipe paths and keys are theirs
+		}
 		out = append(out, api.PoolInfo{ID: e.id, Recipe: e.recipe, Golden: e.golden.Key, Engine: e.eng.Name(),
 			Backend: e.backend, Retired: e.retired, PoolStats: poolStats(e.pool.Stats())})
 	}

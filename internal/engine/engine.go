@@ -283,3 +283,14 @@ type DatabaseCloner interface {
 	// ConnTo says how clients reach database name on srv.
 	ConnTo(srv *Server, name string) Conn
 }
+
+// ArtifactChecker is implemented by engines that can tell whether a data
+// dir made elsewhere (a pulled or imported golden) tells its server to
+// run commands or load code when it starts: recovery or archive commands,
+// preloaded libraries, included config files. files are every entry of
+// the data dir (relative paths); read returns a regular file's content
+// and fails for anything else. A golden
+// that does is refused before it is published: an artifact is data.
+type ArtifactChecker interface {
+	CheckArtifact(files []string, read func(rel string) ([]byte, error)) error
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/faults"
@@ -42,23 +43,22 @@ func Claim(ctx context.Context, s *store.Store, key string, onWait func(), log *
 
 // NewWorkDir makes a tmp-… dir in the store's goldens dir for key, with
 // the key recorded so that gc reaps it once nobody holds key's lock. It
-// holds an empty data dir owned by the server user.
+// holds an empty data dir. Both are root's alone (0700, as MkdirTemp
+// makes them): a pull writes what a registry sent, as root, and no other
+// uid may create or swap an entry under it meanwhile. The caller hands
+// the finished tree to the server user.
 func NewWorkDir(s *store.Store, key string) (string, error) {
 	tmp, err := os.MkdirTemp(s.GoldensDir(), tmpPrefix)
 	if err != nil {
 		return "", fmt.Errorf("create work dir: %w", err)
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return tmp, err
-	}
 	if err := os.WriteFile(filepath.Join(tmp, keyFile), []byte(key+"\n"), 0o644); err != nil {
 		return tmp, err
 	}
-	data := filepath.Join(tmp, "data")
-	if err := backend.NewDataDir(data); err != nil {
+	if err := backend.NewDataDir(filepath.Join(tmp, "data")); err != nil {
 		return tmp, fmt.Errorf("create data dir: %w", err)
 	}
-	return tmp, s.User.Chown(data)
+	return tmp, nil
 }
 
 // Publish turns a work dir whose data/ is complete into the golden m
@@ -119,3 +119,23 @@ func Short(key string) string { return short(key) }
 
 // ValidKey reports whether key looks like a golden key (64 hex digits).
 func ValidKey(key string) bool { return validKey(key) }
+
+// originFile, beside a golden's manifest, says where a golden that was
+// not built here came from.
+const originFile = "origin"
+
+// WriteOrigin records in work dir tmp where the golden comes from (a
+// registry reference and manifest digest, an imported file).
+func WriteOrigin(tmp, origin string) error {
+	return fsutil.WriteFileAtomic(filepath.Join(tmp, originFile), []byte(origin+"\n"), 0o644)
+}
+
+// Origin says where golden g came from: "build", or what WriteOrigin
+// recorded.
+func Origin(g *Golden) string {
+	b, err := os.ReadFile(filepath.Join(g.Dir, originFile))
+	if err != nil {
+		return "build"
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -27,11 +27,24 @@ func fetchRemote(ctx context.Context, s *store.Store, key, repo string, o Option
 	o.Progress.Step("pull " + short(key) + " from " + repo)
 	ok, err := o.Remote.Fetch(ctx, s, key, repo)
 	if err != nil {
-		o.Log.Warn("could not pull the golden from the cache; building it", "repo", repo, "key", key, "err", err)
+		// One line: the warning where there is one to say, else the log.
 		if o.Warn != nil {
 			o.Warn("could not pull golden " + short(key) + " from " + repo + " (" + err.Error() + "); building it")
+		} else {
+			o.Log.Warn("could not pull the golden from the cache; building it", "repo", repo, "key", key, "err", err)
 		}
 		return false
+	}
+	if ok {
+		// A fetch that says it published key must have: anything else
+		// (a golden under another key) is said, and the build goes on.
+		if _, err := Lookup(s, key); err != nil {
+			o.Log.Warn("the cache reported the golden pulled but the store lacks it; building it", "repo", repo, "key", key)
+			if o.Warn != nil {
+				o.Warn("pulled golden " + short(key) + " from " + repo + " but the store lacks it; building it")
+			}
+			return false
+		}
 	}
 	if !ok {
 		o.Log.Info("cache has no golden of this key (another recipe or server version gives another key); building", "repo", repo, "key", key)

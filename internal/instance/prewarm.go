@@ -2,11 +2,13 @@ package instance
 
 import (
 	"context"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+	"sort"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/backend"
 )
@@ -47,57 +49,104 @@ func Prewarm(ctx context.Context, st *State, hot []string, urgent func() bool) (
 		urgent = func() bool { return false }
 	}
 	t0 := time.Now()
-	res := &PrewarmResult{}
-	res.CopiedUp = backend.CheapCopyUp(st.Backend, st.Scratch)
+	w := &prewarmer{ctx: ctx, urgent: urgent, rw: map[string]bool{}, buf: make([]byte, 1<<20)}
+	w.res.CopiedUp = backend.CheapCopyUp(st.Backend, st.Scratch)
+	for _, h := range hot {
+		w.rw[strings.TrimPrefix(filepath.Clean("/"+h), "/")] = true
+	}
 	// A clone mounted only in its server's namespace is read through it.
 	data := st.Server.Outside(st.DataDir)
-	rw := map[string]bool{}
-	for _, h := range hot {
-		rw[filepath.Join(data, filepath.Clean("/"+h))] = true
+	fd, err := unix.Open(data, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: data, Err: err}
 	}
-	buf := make([]byte, 1<<20)
-	err := filepath.WalkDir(data, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // a file the server removed meanwhile
+	err = w.dir(fd, "")
+	w.res.Ms = float64(time.Since(t0).Microseconds()) / 1000
+	return &w.res, err
+}
+
+// prewarmer walks a clone the server user owns while that user (or a
+// test's SQL running programs as it) may change it: every step is
+// relative to a directory fd, never follows a symlink and never opens a
+// device or fifo, so no swapped dir or planted link leads root's
+// (possibly read-write) opens outside the clone.
+type prewarmer struct {
+	ctx    context.Context
+	urgent func() bool
+	rw     map[string]bool // hot files, relative to the data dir
+	buf    []byte
+	res    PrewarmResult
+}
+
+// dir reads the directory fd (rel from the data dir) and everything
+// below it, in name order; it closes fd.
+func (w *prewarmer) dir(fd int, rel string) error {
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	// Names only: os.File.ReadDir would lstat by path where the
+	// filesystem gives no entry types.
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil // removed by the server meanwhile
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if w.ctx.Err() != nil {
+			return w.ctx.Err()
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		var sb unix.Stat_t
+		if unix.Fstatat(fd, name, &sb, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
 		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		if !res.Cut && urgent() {
-			res.Cut = true
-		}
-		if res.Cut && !rw[p] {
-			return nil
-		}
-		flag := os.O_RDONLY
-		if res.CopiedUp || rw[p] {
-			flag = os.O_RDWR
-		}
-		// The clone is the server user's, and a test's SQL can run programs
-		// as that user: never follow a symlink it planted, never open a
-		// device or fifo it put there (O_NONBLOCK: a fifo cannot block us).
-		f, err := os.OpenFile(p, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			return nil
-		}
-		defer f.Close()
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			return nil
-		}
-		res.Files++
-		for !res.Cut {
-			n, err := f.Read(buf)
-			res.Bytes += int64(n)
+		p := filepath.Join(rel, name)
+		switch sb.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			// O_NOFOLLOW|O_DIRECTORY: a dir swapped for a symlink since
+			// the stat fails to open instead of leading elsewhere.
+			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
-				break
+				continue
 			}
-			res.Cut = urgent()
+			if err := w.dir(sub, p); err != nil {
+				return err
+			}
+		case unix.S_IFREG:
+			w.file(fd, name, p)
 		}
-		return nil
-	})
-	res.Ms = float64(time.Since(t0).Microseconds()) / 1000
-	return res, err
+	}
+	return nil
+}
+
+// file reads one regular file (name in the directory fd).
+func (w *prewarmer) file(dirfd int, name, rel string) {
+	if !w.res.Cut && w.urgent() {
+		w.res.Cut = true
+	}
+	if w.res.Cut && !w.rw[rel] {
+		return
+	}
+	flag := unix.O_RDONLY
+	if w.res.CopiedUp || w.rw[rel] {
+		flag = unix.O_RDWR
+	}
+	// O_NONBLOCK: a fifo put there since the listing cannot block us; the
+	// fstat below then skips it.
+	fd, err := unix.Openat(dirfd, name, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	w.res.Files++
+	for !w.res.Cut {
+		n, err := f.Read(w.buf)
+		w.res.Bytes += int64(n)
+		if err != nil {
+			break
+		}
+		w.res.Cut = w.urgent()
+	}
 }

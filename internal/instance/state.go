@@ -70,6 +70,10 @@ type State struct {
 	// clone and start, or for a recycled one the old server's stop, the
 	// restore, the move into this instance and the start.
 	ReadySteps map[string]float64 `json:"ready_steps_ms,omitempty"`
+	// Owner is the uid that kept it through the daemon (-1: a TCP
+	// caller); the daemon takes it down or resets it for them. Nil when
+	// it was not kept through a daemon.
+	Owner *int `json:"owner,omitempty"`
 }
 
 func newID() string {
@@ -155,17 +159,23 @@ func Resolve(s *store.Store, arg string) (string, error) {
 	if !validPrefix(arg) {
 		return "", errs.Invalid("instance id %q: ids are 8 hex digits (see `dbfork ls`)", arg)
 	}
-	all, err := List(s)
+	// By name: a record this user cannot read (a root daemon's, kept
+	// for them) still resolves, and the daemon decides what they may do.
+	entries, err := os.ReadDir(s.InstancesDir())
 	if err != nil {
 		return "", err
 	}
 	var match []string
-	for _, st := range all {
-		if st.ID == arg {
+	for _, e := range entries {
+		id := e.Name()
+		if !e.IsDir() || !validID(id) {
+			continue
+		}
+		if id == arg {
 			return arg, nil
 		}
-		if strings.HasPrefix(st.ID, arg) {
-			match = append(match, st.ID)
+		if strings.HasPrefix(id, arg) {
+			match = append(match, id)
 		}
 	}
 	switch len(match) {

@@ -2,6 +2,7 @@ package oci
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,9 +11,10 @@ import (
 	"hash"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
@@ -26,7 +28,7 @@ const (
 
 // extraction is what every layer of one pull writes into.
 type extraction struct {
-	data string
+	dir  int // the data dir (see tree.go)
 	want map[string]golden.File
 	sums *fileSums
 	wb   *writeback // nil: no early writeback
@@ -41,7 +43,13 @@ type entry struct {
 	h      hash.Hash // nil for a part: verifyPulled reads parts back
 	fd     *os.File  // the writer's
 	done   int64     // the writer's
+	zeros  int64     // the writer's: bytes in all-zero blocks (holes)
 }
+
+// holeSlack is how many more bytes of holes (zero blocks) than of data an
+// entry may carry: a real file's free space is far less, and a file of
+// nothing but holes would only cost time to read and hash.
+const holeSlack = 1 << 30
 
 // span is bytes of an entry, in order; buf nil ends the entry.
 type span struct {
@@ -52,8 +60,9 @@ type span struct {
 // extract writes the files of one layer's tar stream. The tar is read and
 // decompressed in this goroutine while another hashes and writes what it
 // read, so one big layer keeps both cores busy.
-func (x *extraction) extract(ctx context.Context, tr *tar.Reader) (err error) {
-	w := &entryWriter{x: x, ch: make(chan span, spansOut), free: make(chan []byte, spansOut+1), done: make(chan struct{})}
+// in counts the layer's compressed bytes (nil: no inflation check).
+func (x *extraction) extract(ctx context.Context, tr *tar.Reader, in *countReader, layer string) (err error) {
+	w := &entryWriter{x: x, in: in, layer: layer, ch: make(chan span, spansOut), free: make(chan []byte, spansOut+1), done: make(chan struct{})}
 	go w.run()
 	defer func() {
 		close(w.ch)
@@ -136,6 +145,9 @@ type entryWriter struct {
 	failed atomic.Bool
 	err    error // read after done
 	open   *entry
+	in     *countReader // the layer's compressed bytes
+	layer  string
+	data   int64 // bytes outside zero blocks written from this layer
 }
 
 func (w *entryWriter) buffer() []byte {
@@ -171,16 +183,15 @@ func (w *entryWriter) write(p span) error {
 	e := p.e
 	w.open = e
 	if e.fd == nil {
-		path := filepath.Join(w.x.data, e.rel)
-		fd, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|noFollow, 0o600)
+		fd, err := openBeneath(w.x.dir, e.rel, unix.O_WRONLY|unix.O_CREAT, 0o600)
 		if err != nil {
 			return fmt.Errorf("write golden file: %w", err)
 		}
-		e.fd = fd
+		e.fd = os.NewFile(uintptr(fd), e.rel)
 		// At its full size at once: zero blocks left unwritten are holes,
 		// and the parts of a big file may arrive in any order.
-		if err := fd.Truncate(e.size); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
+		if err := e.fd.Truncate(e.size); err != nil {
+			return fmt.Errorf("write %s: %w", e.rel, err)
 		}
 	}
 	if p.buf == nil {
@@ -201,6 +212,14 @@ func (w *entryWriter) write(p span) error {
 	}
 	at := e.off + e.done
 	e.done += int64(len(p.buf))
+	zeros := zeroBytes(at, p.buf)
+	e.zeros += zeros
+	if err := w.inflated(int64(len(p.buf)) - zeros); err != nil {
+		return err
+	}
+	if e.zeros > e.done-e.zeros+holeSlack {
+		return errs.Invalid("layer entry %q carries holes (zero blocks) that exceed its data by more than %d MiB; refused", e.rel, holeSlack>>20)
+	}
 	if err := fsutil.WriteNonZero(e.fd, at, p.buf); err != nil {
 		return fmt.Errorf("write %s (%d bytes at %d): %w", e.rel, len(p.buf), at, err)
 	}
@@ -208,4 +227,20 @@ func (w *entryWriter) write(p span) error {
 		w.x.wb.wrote(e.fd, int64(len(p.buf)))
 	}
 	return nil
+}
+
+var zeroPage [4096]byte
+
+// zeroBytes counts the bytes of p (at off in its file) in 4 KiB blocks
+// that are all zero, which the write leaves as holes.
+func zeroBytes(off int64, p []byte) int64 {
+	var n int64
+	for pos := 0; pos < len(p); {
+		end := min(len(p), pos+4096-int((off+int64(pos))%4096))
+		if bytes.Equal(p[pos:end], zeroPage[:end-pos]) {
+			n += int64(end - pos)
+		}
+		pos = end
+	}
+	return n
 }

@@ -69,9 +69,8 @@ func Export(ctx context.Context, s *store.Store, g *golden.Golden, path string, 
 	if err := f.Sync(); err != nil {
 		return nil, err
 	}
-	if err := f.Chmod(0o644); err != nil {
-		return nil, err
-	}
+	// CreateTemp made the file 0600, and so it stays: a golden holds seed
+	// data and role password hashes.
 	if err := os.Rename(f.Name(), path); err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
@@ -139,5 +138,13 @@ func Import(ctx context.Context, s *store.Store, path string, o UnpackOptions) (
 	if len(tags) != 1 {
 		return nil, errs.Invalid("%s holds %d tagged artifacts; dbfork import wants exactly one (a file from `dbfork export`)", path, len(tags))
 	}
+	// `dbfork export` names the artifact by its key: it must be that.
+	if golden.ValidKey(tags[0]) {
+		o.WantKey = tags[0]
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	o.Origin = "import " + path
 	return Unpack(ctx, s, src, tags[0], o)
 }

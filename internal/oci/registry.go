@@ -26,12 +26,20 @@ import (
 // the environment.
 type Registry struct {
 	// PlainHTTP talks HTTP to every registry; without it only loopback
-	// registries (localhost, 127.0.0.0/8, ::1) are reached over HTTP.
+	// registries (localhost, 127.0.0.0/8, ::1) and PlainHTTPHosts are
+	// reached over HTTP.
 	PlainHTTP bool
-	// Username and Password, when set, are used for every registry.
+	// PlainHTTPHosts are registries (host[:port] as written in
+	// references) reached over plain HTTP that may still be sent
+	// credentials: naming one is saying its network may see them.
+	PlainHTTPHosts []string
+	// Username and Password are sent to the CredentialHosts only, never
+	// to a registry a reference (a recipe's [cache]) merely names.
 	Username, Password string
-	// DockerConfig is the docker config.json whose auths and credential
-	// helpers are used otherwise ("" or a missing file: anonymous).
+	CredentialHosts    []string
+	// DockerConfig is the docker config.json whose per-host auths and
+	// credential helpers are used otherwise ("" or a missing file:
+	// anonymous).
 	DockerConfig string
 }
 
@@ -42,7 +50,7 @@ func (r Registry) repository(ref string) (*remote.Repository, string, error) {
 	if err != nil {
 		return nil, "", errs.Invalid("%q is not a registry reference (write it as registry/repository[:tag|@sha256:…], e.g. 127.0.0.1:5000/goldens/shop)", ref)
 	}
-	repo := &remote.Repository{Reference: parsed, PlainHTTP: r.PlainHTTP || isLoopback(parsed.Registry)}
+	repo := &remote.Repository{Reference: parsed, PlainHTTP: r.plainHTTP(parsed.Registry)}
 	cred, err := r.credential(parsed.Registry)
 	if err != nil {
 		return nil, "", err
@@ -51,8 +59,19 @@ func (r Registry) repository(ref string) (*remote.Repository, string, error) {
 	return repo, parsed.Reference, nil
 }
 
+func (r Registry) plainHTTP(host string) bool {
+	return r.PlainHTTP || isLoopback(host) || hostIn(host, r.PlainHTTPHosts)
+}
+
+// credential is what host is sent: nothing in clear text over a network
+// (plain HTTP to a host not named for it); the environment's credentials
+// only to the hosts they are named for; else the docker config's, which
+// are per host already.
 func (r Registry) credential(host string) (auth.CredentialFunc, error) {
-	if r.Username != "" || r.Password != "" {
+	if r.plainHTTP(host) && !isLoopback(host) && !hostIn(host, r.PlainHTTPHosts) {
+		return nil, nil
+	}
+	if (r.Username != "" || r.Password != "") && hostIn(host, r.CredentialHosts) {
 		return auth.StaticCredential(host, auth.Credential{Username: r.Username, Password: r.Password}), nil
 	}
 	if r.DockerConfig == "" {
@@ -63,6 +82,15 @@ func (r Registry) credential(host string) (auth.CredentialFunc, error) {
 		return nil, errs.Invalid("docker config %s: %v", r.DockerConfig, err)
 	}
 	return credentials.Credential(st), nil
+}
+
+func hostIn(host string, hosts []string) bool {
+	for _, h := range hosts {
+		if strings.EqualFold(strings.TrimSpace(h), host) {
+			return true
+		}
+	}
+	return false
 }
 
 func isLoopback(hostport string) bool {
@@ -114,6 +142,10 @@ func Pull(ctx context.Context, s *store.Store, ref string, r Registry, o UnpackO
 	if tag == "" {
 		return nil, errs.Invalid("pull %s: give a tag or a digest (registry/repository:KEY or @sha256:…)", ref)
 	}
+	if golden.ValidKey(tag) {
+		o.WantKey = tag
+	}
+	o.Origin = "pull " + ref
 	res, err := Unpack(ctx, s, repo, tag, o)
 	if errors.Is(err, errdef.ErrNotFound) {
 		return nil, errs.NotFound("%s not found in the registry", ref)
@@ -128,13 +160,13 @@ func registryError(host string, err error) error {
 		return nil
 	}
 	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
-		return errs.Invalid("registry %s refused access: it wants credentials and none were found (set DBFORK_REGISTRY_USER and DBFORK_REGISTRY_PASSWORD, or `docker login %s`)", host, host)
+		return errs.Invalid("registry %s refused access: it wants credentials and none were found (set DBFORK_REGISTRY_USER, DBFORK_REGISTRY_PASSWORD and DBFORK_REGISTRY_HOST=%s, or `docker login %s`)", host, host, host)
 	}
 	var resp *errcode.ErrorResponse
 	if errors.As(err, &resp) {
 		switch resp.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return errs.Invalid("registry %s refused access (HTTP %d %s): check the credentials (DBFORK_REGISTRY_USER and DBFORK_REGISTRY_PASSWORD, or `docker login %s`)",
+			return errs.Invalid("registry %s refused access (HTTP %d %s): check the credentials (DBFORK_REGISTRY_USER and DBFORK_REGISTRY_PASSWORD, sent only to the hosts in DBFORK_REGISTRY_HOST; or `docker login %s`)",
 				host, resp.StatusCode, strings.ToLower(http.StatusText(resp.StatusCode)), host)
 		}
 	}
@@ -150,6 +182,7 @@ type Remote struct {
 	Registry Registry
 	Check    EngineCheck
 	Pack     PackOptions
+	MaxBytes int64 // UnpackOptions.MaxBytes
 }
 
 // Fetch pulls the golden key from repo; (false, nil) when repo lacks it.
@@ -157,9 +190,13 @@ func (rm *Remote) Fetch(ctx context.Context, s *store.Store, key, repo string) (
 	if strings.ContainsAny(repo, "@") || strings.Count(repo[strings.LastIndex(repo, "/")+1:], ":") > 0 {
 		return false, errs.Invalid("cache repository %s: give it without a tag or digest", repo)
 	}
-	_, err := Pull(ctx, s, repo+":"+key, rm.Registry, UnpackOptions{Check: rm.Check, Locked: true})
+	res, err := Pull(ctx, s, repo+":"+key, rm.Registry, UnpackOptions{Check: rm.Check, Locked: true, MaxBytes: rm.MaxBytes, WantKey: key})
 	if errors.Is(err, errs.ErrNotFound) {
 		return false, nil
+	}
+	if err == nil && res.Key != key {
+		// Unpack refuses this; a second look costs nothing.
+		err = errs.Conflict("%s served golden %s for %s; refused", repo, golden.Short(res.Key), golden.Short(key))
 	}
 	return err == nil, err
 }

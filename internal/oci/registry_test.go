@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
@@ -234,7 +235,7 @@ func TestRegistryCredentials(t *testing.T) {
 	repo := reg.Host + "/goldens/shop"
 	a := newStore(t, root, "a")
 	g := buildGolden(t, a, filepath.Join(root, "proj"), 100)
-	for name, r := range map[string]Registry{"wrong": {Username: "ci", Password: "nope"}, "none": {}} {
+	for name, r := range map[string]Registry{"wrong": {Username: "ci", Password: "nope", CredentialHosts: []string{reg.Host}}, "none": {}} {
 		_, err := Push(ctx, a, g, repo, nil, r, PackOptions{})
 		if err == nil {
 			t.Fatalf("%s credentials: push succeeded", name)
@@ -254,11 +255,11 @@ func TestRegistryCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newStore(t, root, "b")
-	if _, err := Pull(ctx, b, repo+":"+g.Key, Registry{Username: "ci", Password: "bad"}, UnpackOptions{}); err == nil || !strings.Contains(err.Error(), "refused access") {
+	if _, err := Pull(ctx, b, repo+":"+g.Key, Registry{Username: "ci", Password: "bad", CredentialHosts: []string{reg.Host}}, UnpackOptions{}); err == nil || !strings.Contains(err.Error(), "refused access") {
 		t.Errorf("pull with a wrong password: %v", err)
 	}
 	assertNoGolden(t, b)
-	if _, err := Pull(ctx, b, repo+":"+g.Key, Registry{Username: "ci", Password: "s3cret"}, UnpackOptions{}); err != nil {
+	if _, err := Pull(ctx, b, repo+":"+g.Key, Registry{Username: "ci", Password: "s3cret", CredentialHosts: []string{reg.Host}}, UnpackOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -277,7 +278,9 @@ func TestConcurrentPullsAndEngineCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newStore(t, root, "b")
-	refuse := func(context.Context, string, string) error { return errs.Conflict("other server version") }
+	refuse := func(context.Context, string, string) (engine.Engine, error) {
+		return nil, errs.Conflict("other server version")
+	}
 	if _, err := Pull(ctx, b, repo+":"+g.Key, Registry{}, UnpackOptions{Check: refuse}); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("engine check ignored: %v", err)
 	}

@@ -19,7 +19,9 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/faults"
 	"github.com/dbfork/dbfork/internal/golden"
@@ -34,12 +36,22 @@ type Source interface {
 }
 
 // EngineCheck says whether this machine runs the engine and exact server
-// version a golden was built with (nil), or why not.
-type EngineCheck func(ctx context.Context, engine, version string) error
+// version a golden was built with, and returns it (an engine that is an
+// engine.ArtifactChecker checks the pulled data dir's config), or why not.
+type EngineCheck func(ctx context.Context, engine, version string) (engine.Engine, error)
 
 // UnpackOptions tune a pull or an import.
 type UnpackOptions struct {
-	Check    EngineCheck // nil: no check (tests of the format only)
+	Check EngineCheck // nil: no check (tests of the format only)
+	// MaxBytes caps the sum of the file sizes a golden declares (0:
+	// DefaultMaxBytes); the store's free space caps it too.
+	MaxBytes int64
+	// WantKey, when set, is the key asked for (a tag that is a key, a
+	// recipe's key): an artifact keyed otherwise is refused.
+	WantKey string
+	// Origin says where the golden comes from ("pull REGISTRY/REPO:TAG",
+	// "import FILE"); "@" and the manifest digest are added.
+	Origin   string
 	Log      *slog.Logger
 	Progress func(string)
 	OnWait   func() // another process is pulling or building the same key
@@ -96,8 +108,12 @@ func Unpack(ctx context.Context, s *store.Store, src Source, ref string, o Unpac
 		return nil, err
 	}
 	key := a.golden.Key
+	if o.WantKey != "" && key != o.WantKey {
+		return nil, errs.Conflict("the artifact named %s is golden %s: a golden is only taken under its own key; refused, nothing was published", golden.Short(o.WantKey), golden.Short(key))
+	}
+	var eng engine.Engine
 	if o.Check != nil {
-		if err := o.Check(ctx, a.golden.Engine, a.golden.EngineVersion); err != nil {
+		if eng, err = o.Check(ctx, a.golden.Engine, a.golden.EngineVersion); err != nil {
 			return nil, err
 		}
 	}
@@ -116,7 +132,10 @@ func Unpack(ctx context.Context, s *store.Store, src Source, ref string, o Unpac
 		res.Golden = g
 		return res, nil
 	}
-	g, n, err := unpackLocked(ctx, s, src, a, o)
+	if err := checkSizes(s, a.golden, o.MaxBytes); err != nil {
+		return nil, err
+	}
+	g, n, err := unpackLocked(ctx, s, src, a, eng, o)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +212,7 @@ func corrupt(desc ocispec.Descriptor) error {
 }
 
 // unpackLocked downloads into a tmp- dir, verifies, and publishes.
-func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, o UnpackOptions) (g *golden.Golden, n int64, err error) {
+func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, eng engine.Engine, o UnpackOptions) (g *golden.Golden, n int64, err error) {
 	tmp, err := golden.NewWorkDir(s, a.golden.Key)
 	defer func() {
 		if err != nil && tmp != "" {
@@ -207,10 +226,18 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 	}
 	t := newPhases()
 	data := filepath.Join(tmp, "data")
-	if err := makeTree(data, a.golden.Files); err != nil {
+	dir, err := openDataDir(data)
+	if err != nil {
 		return nil, 0, err
 	}
-	x := &extraction{data: data, want: map[string]golden.File{}, sums: newFileSums()}
+	defer unix.Close(dir)
+	if err := makeTree(dir, a.golden.Files); err != nil {
+		return nil, 0, err
+	}
+	if testHookTree != nil {
+		testHookTree(tmp)
+	}
+	x := &extraction{dir: dir, want: map[string]golden.File{}, sums: newFileSums()}
 	for _, f := range a.golden.Files {
 		if fs.FileMode(f.Mode).IsRegular() {
 			x.want[f.Path] = f
@@ -232,7 +259,15 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 		n += c
 	}
 	t.mark("layers")
-	if err := finishTree(data, a.golden.Files, s.User); err != nil {
+	if err := x.sums.covered(x.want); err != nil {
+		return nil, n, err
+	}
+	if eng != nil {
+		if err := checkArtifact(dir, eng, a.golden); err != nil {
+			return nil, n, err
+		}
+	}
+	if err := finishTree(dir, a.golden.Files, s.User); err != nil {
 		return nil, n, err
 	}
 	faults.At("pull:downloaded")
@@ -245,6 +280,9 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 		return nil, n, err
 	}
 	t.mark("syncfs")
+	if err := golden.WriteOrigin(tmp, o.Origin+"@"+a.desc.Digest.String()); err != nil {
+		return nil, n, err
+	}
 	g, err = golden.Publish(s, tmp, a.golden, "pull")
 	if err != nil {
 		return nil, n, err
@@ -306,15 +344,15 @@ func unpackLayer(ctx context.Context, src Source, desc ocispec.Descriptor, x *ex
 		return 0, err
 	}
 	defer zr.Close()
-	extractErr := x.extract(ctx, tar.NewReader(zr))
+	extractErr := x.extract(ctx, tar.NewReader(zr), cr, desc.Digest.Encoded()[:12])
 	// Read to the end, so the digest covers the whole blob.
 	if _, err := io.Copy(io.Discard, cr); err != nil && extractErr == nil {
-		return cr.n, fmt.Errorf("fetch layer %s: %w", desc.Digest.Encoded()[:12], err)
+		return cr.read(), fmt.Errorf("fetch layer %s: %w", desc.Digest.Encoded()[:12], err)
 	}
-	if cr.n != desc.Size || !v.Verified() {
-		return cr.n, corrupt(desc)
+	if cr.read() != desc.Size || !v.Verified() {
+		return cr.read(), corrupt(desc)
 	}
-	return cr.n, extractErr
+	return cr.read(), extractErr
 }
 
 // checkFiles refuses a golden manifest whose paths could reach outside
@@ -346,13 +384,17 @@ func checkFiles(files []golden.File) error {
 	return nil
 }
 
+// countReader counts what it reads; the layer's writer reads the count
+// from its own goroutine.
 type countReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (c *countReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
+
+func (c *countReader) read() int64 { return c.n.Load() }

@@ -95,6 +95,14 @@ func artifactOf(t *testing.T, files map[string][]byte, layers ...[]byte) *memSou
 		sum := sha256.Sum256(c)
 		m.Files = append(m.Files, golden.File{Path: p, Size: int64(len(c)), Mode: 0o600, SHA256: hex.EncodeToString(sum[:])})
 	}
+	return artifactFor(t, m, layers...)
+}
+
+// artifactFor makes an artifact of golden manifest m with the given
+// layers, keyed (annotation) as m is.
+func artifactFor(t *testing.T, m *golden.Manifest, layers ...[]byte) *memSource {
+	t.Helper()
+	key := m.Key
 	src := &memSource{blobs: map[digest.Digest][]byte{}}
 	cfg, _ := json.Marshal(m)
 	man := ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ManifestType, ArtifactType: ArtifactType,
@@ -203,7 +211,7 @@ func TestUnpackRefusesBadLayers(t *testing.T) {
 		// The same range twice: the second copy's zero blocks would not
 		// overwrite the first's data.
 		"overlapping entries": {[][]byte{good, layerBlob(t, tarEntry{path: "base/a", data: a}, tarEntry{path: "base/a", off: 4096, data: make([]byte, 4096)})}, "overlap", false},
-		"missing part":        {[][]byte{good, layerBlob(t, tarEntry{path: "base/a", data: a[:1<<20]})}, "content differs", false},
+		"missing part":        {[][]byte{good, layerBlob(t, tarEntry{path: "base/a", data: a[:1<<20]})}, "holes", false},
 		"content differs":     {[][]byte{good, layerBlob(t, tarEntry{path: "base/a", data: changed})}, "content differs", false},
 		"too long":            {[][]byte{good, layerBlob(t, tarEntry{path: "base/a", off: 10, data: a})}, "larger than the manifest", false},
 		"not in manifest":     {[][]byte{good, layerBlob(t, tarEntry{path: "base/a", data: a}, tarEntry{path: "base/c", data: a})}, "not a regular file of the golden's manifest", false},
@@ -229,7 +237,12 @@ func TestUnpackRefusesBadLayers(t *testing.T) {
 // decoder feeding it, returns the writer's error, and publishes nothing.
 func TestUnpackWriterFailure(t *testing.T) {
 	testenv.RequireRoot(t)
-	x := &extraction{data: t.TempDir(), want: map[string]golden.File{"d/f": {Path: "d/f", Size: 8 << 20, Mode: 0o600}}, sums: newFileSums()}
+	dir, err := openDataDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(dir)
+	x := &extraction{dir: dir, want: map[string]golden.File{"d/f": {Path: "d/f", Size: 8 << 20, Mode: 0o600}}, sums: newFileSums()}
 	blob := layerBlob(t, tarEntry{path: "d/f", data: content(5, 8<<20)})
 	zr, err := zstd.NewReader(bytes.NewReader(blob))
 	if err != nil {
@@ -237,7 +250,7 @@ func TestUnpackWriterFailure(t *testing.T) {
 	}
 	defer zr.Close()
 	// "d" does not exist, so the writer cannot create d/f.
-	err = x.extract(context.Background(), tar.NewReader(zr))
+	err = x.extract(context.Background(), tar.NewReader(zr), nil, "test")
 	if err == nil || !strings.Contains(err.Error(), "write golden file") {
 		t.Fatalf("got %v, want the writer's error", err)
 	}

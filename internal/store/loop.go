@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -121,6 +122,13 @@ func MountImage(img, dir string) error {
 		_ = fsutil.Unmount(dir)
 		return err
 	}
+	// Root's stores must be reachable by every server uid; a user store's
+	// root belongs to its user, who keeps it 0700 (userstore.go).
+	if fi, err := os.Stat(dir); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+			return nil
+		}
+	}
 	return os.Chmod(dir, 0o755)
 }
 
@@ -180,6 +188,12 @@ func mountedFrom(dir string) string {
 // filesystem (xfs with reflink, or btrfs) and mounts it at dir, which must
 // be empty or missing.
 func CreateLoopFS(img, dir, fstype string, size int64) error {
+	return createLoopFS(img, dir, fstype, size, true)
+}
+
+// createLoopFS makes and records the image, and mounts it when mount is
+// set (a user store is mounted through its fstab entry instead).
+func createLoopFS(img, dir, fstype string, size int64, mount bool) error {
 	var mkfs []string
 	switch fstype {
 	case "xfs":
@@ -225,7 +239,7 @@ func CreateLoopFS(img, dir, fstype string, size int64) error {
 	if err == nil {
 		err = recordImage(img, filepath.Clean(dir))
 	}
-	if err == nil {
+	if err == nil && mount {
 		err = MountImage(img, dir)
 	}
 	if err != nil {

@@ -5,6 +5,12 @@ Databases come from the store's `dbfork serve`, started on demand by the
 first worker that needs one (`dbfork daemon start`; it leaves when idle);
 leases end when the test (or the worker) ends, and the daemon reclaims them
 if the worker dies. Configure with --dbfork-recipe / `dbfork_recipe` in the ini file.
+
+Opt-in: the plugin does anything only when a recipe is given (option, ini,
+DBFORK_RECIPE) or a dbfork.toml lies in the directory pytest runs in. It then
+says so in one header line (recipe, golden key, what it overrides in
+pytest-django); without one it leaves pytest-django alone. `-p no:dbfork`
+turns it off whatever is configured.
 """
 
 import os
@@ -27,21 +33,28 @@ def pytest_addoption(parser):
     parser.addini("dbfork_backend", "clone backend")
 
 
-def _setting(config, name):
+def _setting(config, name, env=None):
     v = config.getoption(name)
     if v:
         return v, str(config.invocation_params.dir)
     v = config.getini(name)
     if v:
         return v, str(config.rootpath if config.inipath is None else config.inipath.parent)
+    if env and os.environ.get(env):
+        return os.environ[env], str(config.invocation_params.dir)
     return None, None
 
 
 class _Dbfork:
     def __init__(self, config):
         self.config = config
-        recipe, base = _setting(config, "dbfork_recipe")
-        self.recipe = os.path.join(base, recipe) if recipe else os.path.abspath("dbfork.toml")
+        recipe, base = _setting(config, "dbfork_recipe", "DBFORK_RECIPE")
+        default = os.path.join(str(config.invocation_params.dir), "dbfork.toml")
+        self.recipe = os.path.join(base, recipe) if recipe else default
+        # Active only when asked for: a recipe named, or one found here.
+        self.active = bool(recipe) or os.path.isfile(default)
+        self.golden = None  # the golden's key, once checked
+        self.error = None   # the session's one failure (no binary, failed build)
         store, sbase = _setting(config, "dbfork_store")
         self.store = os.path.join(sbase, store) if store else None
         backend, _ = _setting(config, "dbfork_backend")
@@ -51,6 +64,11 @@ class _Dbfork:
         self.workers = int(workers) if workers and workers.isdigit() else 1
 
     def acquire(self):
+        if self.error:
+            pytest.fail("dbfork: no database (%s)" % self.error, pytrace=False)
+        if not self.active:
+            pytest.fail("dbfork: no recipe: pass --dbfork-recipe, set dbfork_recipe in the ini file or DBFORK_RECIPE, "
+                        "or add a dbfork.toml where pytest runs", pytrace=False)
         if not os.path.isfile(self.recipe):
             pytest.fail("dbfork: recipe %s not found: pass --dbfork-recipe or set dbfork_recipe in the ini file" % self.recipe,
                         pytrace=False)
@@ -73,11 +91,61 @@ def pytest_configure(config):
     config._dbfork = _Dbfork(config)
     from . import fresh
     config.pluginmanager.register(fresh, "dbfork-fresh")
+    if not config._dbfork.active:
+        return  # no recipe: pytest-django and everything else as without us
     if config.pluginmanager.hasplugin("django"):
         # Registered after pytest-django, so this django_db_setup wins.
         from . import djangodb
         config.pluginmanager.register(djangodb, "dbfork-django")
     _prepare_for_workers(config)
+
+
+def _check_once(config):
+    """In the controller (or the only process): find or start the daemon
+    and build or find the golden, once. Raises DbforkError: a missing
+    binary or a failed build is the run's one error, said at its start,
+    rather than the same message for every test."""
+    d = config._dbfork
+    if hasattr(config, "workerinput") or d.golden:
+        return
+    if d.error:
+        raise DbforkError(d.error)
+    if not os.path.isfile(d.recipe):
+        d.error = "recipe %s not found: pass --dbfork-recipe or set dbfork_recipe in the ini file" % d.recipe
+        raise DbforkError(d.error)
+    try:
+        if d.client is None:
+            d.client = Client(socket_path=find_socket(d.store))
+        g = d.client.ensure_golden(d.recipe) or {}
+        d.golden = g.get("key") or "?"
+    except DbforkError as e:
+        d.error = str(e)
+        raise
+
+
+_OFF = " (pytest runs without dbfork with -p no:dbfork)"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    config = session.config
+    d = getattr(config, "_dbfork", None)
+    if d is None or not d.active or hasattr(config, "workerinput"):
+        return
+    try:
+        _check_once(config)
+    except DbforkError as e:
+        pytest.exit("dbfork: %s%s" % (e, _OFF), returncode=4)
+
+
+def pytest_report_header(config):
+    d = getattr(config, "_dbfork", None)
+    if d is None or not d.active or hasattr(config, "workerinput") or not d.golden:
+        return None
+    line = "dbfork: recipe %s, golden %s" % (d.recipe, d.golden[:12])
+    if config.pluginmanager.hasplugin("django"):
+        line += "; replaces pytest-django's test database set-up (--create-db, --reuse-db, migrations)"
+    return line + "; -p no:dbfork turns it off"
 
 
 def _prepare_for_workers(config):
@@ -96,12 +164,15 @@ def _prepare_for_workers(config):
         return
     try:
         sock = find_socket(d.store)
-        c = Client(socket_path=sock)
-        c.ensure_golden(d.recipe)
-    except (DbforkError, OSError, ValueError):
+        d.client = Client(socket_path=sock)
+        _check_once(config)
+    except (OSError, ValueError):
         return
+    except DbforkError as e:
+        d.error = str(e)
+        raise pytest.UsageError("dbfork: %s%s" % (e, _OFF))
     os.environ["DBFORK_SOCKET"] = sock
-    config._dbfork_keep_alive = c.keep_alive()
+    config._dbfork_keep_alive = d.client.keep_alive()
 
 
 def pytest_unconfigure(config):

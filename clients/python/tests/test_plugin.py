@@ -133,3 +133,62 @@ def test_client_errors_carry_kind(world):
         assert getattr(e, "kind", None) == "not_found" and getattr(e, "status", 0) == 404, e
     else:
         raise AssertionError("release of an unknown lease succeeded")
+
+
+PLAIN = textwrap.dedent('''\
+    def test_plain():
+        assert 1 + 1 == 2
+''')
+
+
+def _run_suite(world, suite, *args, env_extra=None):
+    env = dict(os.environ, PYTHONPATH=PKG, DBFORK_BIN=world.bin, DBFORK_DAEMON_IDLE="2s", DBFORK_STORE=world.store,
+               DBFORK_STORE_FS="plain")
+    for k in ("DBFORK_SOCKET", "DBFORK_RECIPE"):
+        env.pop(k, None)
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(), *args],
+                          cwd=suite, env=env, capture_output=True, text=True)
+
+
+def test_plugin_is_opt_in_and_says_what_it_does(world, tmp_path):
+    suite = os.path.join(world.root, "plain")
+    os.makedirs(suite)
+    with open(os.path.join(suite, "test_plain.py"), "w") as f:
+        f.write(PLAIN)
+    # No recipe anywhere: nothing of dbfork runs, not even with no binary.
+    r = _run_suite(world, suite, env_extra={"DBFORK_BIN": "/nonexistent/dbfork"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "dbfork" not in r.stdout + r.stderr, r.stdout + r.stderr
+    # A recipe through DBFORK_RECIPE: one header line with recipe and key.
+    r = _run_suite(world, suite, "-v", env_extra={"DBFORK_RECIPE": world.recipe})
+    assert r.returncode == 0, r.stdout + r.stderr
+    header = [l for l in r.stdout.splitlines() if l.startswith("dbfork: recipe ")]
+    assert len(header) == 1 and world.recipe in header[0] and "-p no:dbfork" in header[0], r.stdout
+    key = world.dbfork("build", "-f", world.recipe).stdout.strip()
+    assert key[:12] in header[0], (key, header)
+    # A recipe but no binary: one line at the start, no test run.
+    r = _run_suite(world, suite, env_extra={"DBFORK_RECIPE": world.recipe, "DBFORK_BIN": "/nonexistent/dbfork"})
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    # pytest prints an exit reason twice (banner and summary): never per test.
+    assert 1 <= out.count("set DBFORK_BIN") <= 2 and "1 passed" not in out, out
+
+
+def test_failed_build_is_reported_once(world, tmp_path):
+    proj = os.path.join(world.root, "broken")
+    os.makedirs(proj)
+    with open(os.path.join(proj, "dbfork.toml"), "w") as f:
+        f.write('engine = "postgres"\n[[load]]\nsql = ["seed.sql"]\n')
+    with open(os.path.join(proj, "seed.sql"), "w") as f:
+        f.write("create table t(x int);\ninsert into nosuch values (1);\n")
+    with open(os.path.join(proj, "test_many.py"), "w") as f:
+        f.write("import pytest\n\n@pytest.mark.parametrize('n', range(5))\ndef test_db(dbfork_db, n):\n    pass\n")
+    for extra in ([], ["-n", "2"]):
+        r = _run_suite(world, proj, *extra)
+        out = r.stdout + r.stderr
+        assert r.returncode != 0, out
+        # The build's error, at the start (pytest shows an exit reason in its
+        # banner and summary), never once per test.
+        assert 1 <= out.count('relation "nosuch" does not exist') <= 2, out
+        assert "FAILED" not in out and "test_many.py::" not in out, out

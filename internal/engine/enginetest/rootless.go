@@ -25,7 +25,7 @@ func instanceMatrix(t *testing.T) ([]fsCase, func(*testing.T, string) string) {
 		}
 		return []fsCase{
 			{"host", "userns-overlay", []string{"userns-overlay", "copy"}},
-			{"xfs", "userns-overlay", []string{"reflink", "userns-overlay"}},
+			{"xfs", "reflink", []string{"reflink", "userns-overlay"}},
 			{"btrfs", "btrfs", []string{"btrfs"}},
 		}, func(t *testing.T, fs string) string { return dirs[fs] }
 	}

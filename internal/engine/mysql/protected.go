@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/errs"
 )
 
 // protected are the options dbfork owns on a MariaDB/MySQL instance, in
@@ -39,4 +40,54 @@ func canonical(k string) string {
 // CheckSettings refuses recipe settings dbfork sets itself.
 func (e *Engine) CheckSettings(settings map[string]string) error {
 	return engine.RefuseProtected(settings, canonical, protected)
+}
+
+var _ engine.ArtifactChecker = (*Engine)(nil)
+
+// runsCode are the options that make a server run SQL or load a library
+// of a config file's choosing at start.
+var runsCode = []string{"plugin_load", "plugin_load_add", "plugin_dir", "init_file", "init_connect", "init_slave", "init_replica"}
+
+// CheckArtifact refuses a data dir from elsewhere (a pulled or imported
+// golden) that holds an option file setting any of runsCode, or one that
+// includes others (!include, !includedir). Servers start with
+// --no-defaults, so such a file is never read on purpose; refusing it
+// keeps a later change of that from turning data into code. MySQL's
+// persisted variables (mysqld-auto.cnf) are JSON; their names are
+// looked for as quoted keys.
+func (e *Engine) CheckArtifact(files []string, read func(rel string) ([]byte, error)) error {
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".cnf") && !strings.HasSuffix(f, ".ini") {
+			continue
+		}
+		data, err := read(f)
+		if err != nil {
+			return err
+		}
+		if name := optionRunsCode(string(data)); name != "" {
+			return errs.Invalid("the golden's option file %s sets %s: a golden from elsewhere may not run SQL, load plugins or include files at start, so it is refused (build it here instead)", f, name)
+		}
+	}
+	return nil
+}
+
+func optionRunsCode(text string) string {
+	flat := strings.ReplaceAll(strings.ToLower(text), "-", "_")
+	for _, line := range strings.Split(flat, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "!include") {
+			return "!include"
+		}
+		name, _, _ := strings.Cut(line, "=")
+		name = strings.TrimSpace(name)
+		for _, p := range []string{"loose_", "maximum_", "enable_"} {
+			name = strings.TrimPrefix(name, p)
+		}
+		for _, n := range runsCode {
+			if name == n || strings.Contains(line, `"`+n+`"`) {
+				return n
+			}
+		}
+	}
+	return ""
 }
