@@ -87,7 +87,7 @@ func newBuildCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVarP(&file, "file", "f", "", "recipe file (default ./dbfork.toml)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&explain, "explain", false, "say why the golden was built or reused: the inputs that changed since this recipe's last golden (also -v)")
-	cmd.Flags().StringVar(&stepCache, "step-cache-min", "", "keep the state after a load step as an intermediate golden when the steps since the last kept state took this long (default 1s, also DBFORK_STEP_CACHE_MIN; 0: after every step but the last; off: no step cache)")
+	cmd.Flags().StringVar(&stepCache, "step-cache-min", "", "keep the state after a load step as an intermediate golden when the steps since the last kept state took this long (default 5s, also DBFORK_STEP_CACHE_MIN; 0: after every step but the last; off: no step cache)")
 	cmd.Flags().StringVar(&cacheFrom, "cache-from", "", "pull the golden from this registry repository if it holds the key (overrides [cache] from)")
 	cmd.Flags().StringVar(&cacheTo, "cache-to", "", "push the golden to this registry repository (overrides [cache] to)")
 	rf.add(cmd)

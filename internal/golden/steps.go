@@ -29,11 +29,13 @@ import (
 // The final golden's key does not change: it names the same data
 // whichever way it was built.
 
-// DefaultStepCacheMin is how long the steps since the last saved state
-// must have taken for the state after them to be kept: under a second the
-// stop, copy and restart (about a second for PostgreSQL, several for
-// MariaDB's shutdown) cost as much as running the steps again.
-const DefaultStepCacheMin = time.Second
+// DefaultStepCacheMin is how long the steps since the last kept state
+// must have taken for the state after them to be kept. Keeping one costs
+// a finish and seal, a copy and a checksum of the data dir (seconds for a
+// big one, more than a few small steps take to run again), and each kept
+// state is a golden more in the store: small seeds, tests' fixtures among
+// them, are not worth one.
+const DefaultStepCacheMin = 5 * time.Second
 
 // stepPlan is how one build runs its steps.
 type stepPlan struct {
