@@ -2,9 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/oci"
 	"github.com/dbfork/dbfork/internal/store"
@@ -13,7 +17,7 @@ import (
 func newBuildCmd(g *globals) *cobra.Command {
 	var file string
 	var asJSON, explain bool
-	var cacheFrom, cacheTo string
+	var cacheFrom, cacheTo, stepCache string
 	var rf registryFlags
 	cmd := &cobra.Command{
 		Use:   "build [-f dbfork.toml] [--cache-from REGISTRY/REPO] [--cache-to REGISTRY/REPO]",
@@ -42,7 +46,16 @@ func newBuildCmd(g *globals) *cobra.Command {
 			// build pushes itself (below), so a failed push fails it.
 			pushTo := r.Cache.To
 			r.Cache.To = ""
-			res, err := golden.Build(ctx, s, eng, r, g.buildOptions(s, rf))
+			opts := g.buildOptions(s, rf)
+			if stepCache == "" {
+				stepCache = os.Getenv("DBFORK_STEP_CACHE_MIN")
+			}
+			if stepCache != "" {
+				if opts.StepCacheMin, err = parseStepCacheMin(stepCache); err != nil {
+					return err
+				}
+			}
+			res, err := golden.Build(ctx, s, eng, r, opts)
 			if err != nil {
 				return err
 			}
@@ -64,6 +77,7 @@ func newBuildCmd(g *globals) *cobra.Command {
 					"engine": m.Engine, "engine_version": m.EngineVersion,
 					"dir": res.Golden.Dir, "total_bytes": m.TotalBytes, "build_seconds": m.BuildSeconds,
 					"pulled": res.Pulled, "pushed": pushed, "changes": why,
+					"reused_steps": m.ReusedSteps, "reused_from": reusedFrom(m),
 				})
 			}
 			fmt.Fprintln(g.stdout, res.Golden.Key)
@@ -73,6 +87,7 @@ func newBuildCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVarP(&file, "file", "f", "", "recipe file (default ./dbfork.toml)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&explain, "explain", false, "say why the golden was built or reused: the inputs that changed since this recipe's last golden (also -v)")
+	cmd.Flags().StringVar(&stepCache, "step-cache-min", "", "keep the state after a load step as an intermediate golden when the steps since the last kept state took this long (default 5s, also DBFORK_STEP_CACHE_MIN; 0: after every step but the last; off: no step cache)")
 	cmd.Flags().StringVar(&cacheFrom, "cache-from", "", "pull the golden from this registry repository if it holds the key (overrides [cache] from)")
 	cmd.Flags().StringVar(&cacheTo, "cache-to", "", "push the golden to this registry repository (overrides [cache] to)")
 	rf.add(cmd)
@@ -95,6 +110,10 @@ func explainBuild(g *globals, s *store.Store, recipePath string, res *golden.Res
 	if !say {
 		return changes
 	}
+	if m := res.Golden.Manifest; res.Built && m.ReusedSteps > 0 {
+		fmt.Fprintf(g.stderr, "dbfork: reused steps 1-%d from intermediate golden %s; ran steps %d-%d\n",
+			m.ReusedSteps, golden.Short(reusedFrom(m)), m.ReusedSteps+1, len(m.StepKeys))
+	}
 	how := "built golden " + golden.Short(res.Golden.Key)
 	if res.Pulled {
 		how = "pulled golden " + golden.Short(res.Golden.Key)
@@ -111,4 +130,40 @@ func explainBuild(g *globals, s *store.Store, recipePath string, res *golden.Res
 		}
 	}
 	return changes
+}
+
+// reusedFrom is the key of the intermediate golden a build started from
+// ("" for a build that ran every step).
+func reusedFrom(m *golden.Manifest) string {
+	if m.ReusedSteps <= 0 || m.ReusedSteps > len(m.StepKeys) {
+		return ""
+	}
+	return m.StepKeys[m.ReusedSteps-1]
+}
+
+// parseStepCacheMin reads --step-cache-min / DBFORK_STEP_CACHE_MIN: a
+// duration, 0 for every step, or off.
+func parseStepCacheMin(v string) (time.Duration, error) {
+	switch strings.TrimSpace(v) {
+	case "":
+		return 0, nil
+	case "off", "false", "no", "-1":
+		return -1, nil
+	}
+	d, err := time.ParseDuration(v)
+	if v == "0" {
+		d, err = 0, nil
+	}
+	if err != nil || d < 0 {
+		return 0, errs.Invalid("step cache minimum %q: give a duration (1s, 500ms), 0 to keep the state after every step, or off", v)
+	}
+	if d == 0 {
+		d = time.Nanosecond // every step: any step takes longer
+	}
+	return d, nil
+}
+
+func stepCacheMinEnv() time.Duration {
+	d, _ := parseStepCacheMin(os.Getenv("DBFORK_STEP_CACHE_MIN"))
+	return d
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -24,6 +25,14 @@ type doctorReport struct {
 		LoopImage  string `json:"loop_image,omitempty"`
 		LoopCache  string `json:"loop_cache,omitempty"` // "write through" (flushes dropped) or "write back"
 		ServerUser string `json:"server_user"`
+		// Goldens: what the store's goldens take (their manifests'
+		// sizes), intermediate goldens (the step cache) apart.
+		Goldens struct {
+			Count             int   `json:"count"`
+			Bytes             int64 `json:"bytes"`
+			Intermediate      int   `json:"intermediate"`
+			IntermediateBytes int64 `json:"intermediate_bytes"`
+		} `json:"goldens"`
 	} `json:"store"`
 	Backends []backend.Probe `json:"backends"`
 	Auto     struct {
@@ -61,6 +70,18 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			rep.Store.FS, _ = fsutil.FSType(s.Root)
 			rep.Store.FreeBytes, _ = fsutil.FreeBytes(s.Root)
 			rep.Store.ServerUser = s.User.Name
+			if all, err := golden.List(s); err == nil {
+				gs := &rep.Store.Goldens
+				for _, gd := range all {
+					if gd.Manifest.Intermediate != nil {
+						gs.Intermediate++
+						gs.IntermediateBytes += gd.Manifest.TotalBytes
+					} else {
+						gs.Count++
+						gs.Bytes += gd.Manifest.TotalBytes
+					}
+				}
+			}
 			if s.User.Dropped() {
 				rep.Store.ServerUser = "a uid of their own each (group " + s.User.Name + ")"
 			}
@@ -139,7 +160,10 @@ func printDoctor(g *globals, rep doctorReport) {
 			fmt.Fprint(w, " with cache flushes")
 		}
 	}
-	fmt.Fprintf(w, "), servers run as %s\n\nbackends\n", rep.Store.ServerUser)
+	fmt.Fprintf(w, "), servers run as %s\n", rep.Store.ServerUser)
+	gs := rep.Store.Goldens
+	fmt.Fprintf(w, "goldens    %d (%s), intermediate goldens of the step cache %d (%s); `dbfork gc` expires them\n\nbackends\n",
+		gs.Count, humanBytes(gs.Bytes), gs.Intermediate, humanBytes(gs.IntermediateBytes))
 	for _, p := range rep.Backends {
 		if p.OK {
 			fmt.Fprintf(w, "  ok    %-14s %s\n", p.Name, backend.Why(p.Name))

@@ -105,6 +105,9 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 		Created       time.Time `json:"created"`
 		Dir           string    `json:"dir"`
 		Origin        string    `json:"origin"` // "build", or where it was pulled or imported from
+		// Intermediate: the saved state after a load step, for builds to
+		// start from; never cloned.
+		Intermediate *golden.StepState `json:"intermediate,omitempty"`
 	}
 	out := struct {
 		Goldens   []gv            `json:"goldens"`
@@ -112,7 +115,7 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 	}{Goldens: []gv{}, Instances: []instance.View{}}
 	for _, x := range goldens {
 		m := x.Manifest
-		out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir, golden.Origin(x)})
+		out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir, golden.Origin(x), m.Intermediate})
 	}
 	out.Instances = append(out.Instances, views...)
 	return printJSON(g.stdout, out)
@@ -123,8 +126,12 @@ func printLsTable(g *globals, goldens []*golden.Golden, views []instance.View) e
 	fmt.Fprintln(w, "GOLDEN\tENGINE\tSIZE\tCREATED\tRECIPE\tORIGIN")
 	for _, x := range goldens {
 		m := x.Manifest
+		recipe := m.Recipe
+		if st := m.Intermediate; st != nil {
+			recipe += fmt.Sprintf(" (intermediate: after step %d/%d)", st.Step, st.Steps)
+		}
 		fmt.Fprintf(w, "%s\t%s %s\t%s\t%s\t%s\t%s\n", x.Key[:12], m.Engine, shortVersion(m.EngineVersion),
-			humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), m.Recipe, shortOrigin(golden.Origin(x)))
+			humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), recipe, shortOrigin(golden.Origin(x)))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "INSTANCE\tGOLDEN\tBACKEND\tSTATUS\tPORT\tDSN")

@@ -277,6 +277,8 @@ func (g *globals) buildOptions(s *store.Store, f registryFlags) golden.Options {
 	return golden.Options{
 		Progress: progress.New(g.stderr), Log: g.log, Remote: g.remote(s, f),
 		Warn: func(msg string) { fmt.Fprintln(g.stderr, "dbfork: "+msg) },
+		// A bad value is refused by `dbfork build`; elsewhere: the default.
+		StepCacheMin: stepCacheMinEnv(),
 	}
 }
 

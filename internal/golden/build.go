@@ -38,6 +38,11 @@ type Options struct {
 	// Warn gets one line for the user when something went wrong that did
 	// not stop the command (a failed pull or push of the cache).
 	Warn func(string)
+	// StepCacheMin: the state after a load step (not the last) is kept
+	// as an intermediate golden when the steps since the last kept state
+	// took at least this long (see steps.go). 0: DefaultStepCacheMin;
+	// below 0: no step cache (nothing kept, nothing reused).
+	StepCacheMin time.Duration
 }
 
 // Result says what Build did.
@@ -184,26 +189,37 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	}
 	defer buildLog.Close()
 
-	o.Progress.Step("initialise " + eng.Name() + " cluster")
-	o.Log.Info("init", "engine", eng.Name(), "version", version, "dir", tmp)
-	if err := eng.Init(ctx, engine.InitSpec{DataDir: data, Cluster: ClusterOf(r), User: s.User, LogFile: filepath.Join(tmp, "init.log")}); err != nil {
-		return nil, err
+	plan := planSteps(s, eng, r, version, inputs, o)
+	if plan.base != nil {
+		if err := startFromStep(ctx, s, r, tmp, plan, o); err != nil {
+			return nil, err
+		}
+	} else {
+		o.Progress.Step("initialise " + eng.Name() + " cluster")
+		o.Log.Info("init", "engine", eng.Name(), "version", version, "dir", tmp)
+		if err := eng.Init(ctx, engine.InitSpec{DataDir: data, Cluster: ClusterOf(r), User: s.User, LogFile: filepath.Join(tmp, "init.log")}); err != nil {
+			return nil, err
+		}
 	}
 	faults.At("build:init")
 	if bu, err = buildUser(s, tmp); err != nil {
 		return nil, fmt.Errorf("give the build a uid of its own: %w", err)
 	}
+	copied := statFiles(data, plan.base) // what came from an intermediate golden, as it came
 
 	o.Progress.Step("start build server")
 	if err := startBuildServer(ctx, bu, eng, r, tmp, &srv); err != nil {
 		return nil, err
 	}
-	if err := ld.Setup(ctx, srv, BuildOf(r)); err != nil {
+	if plan.base == nil {
+		if err := ld.Setup(ctx, srv, BuildOf(r)); err != nil {
+			return nil, err
+		}
+	}
+	if err := runSteps(ctx, s, eng, ld, &srv, bu, r, tmp, version, inputs, plan, buildLog, o); err != nil {
 		return nil, err
 	}
-	if err := loadSteps(ctx, ld, srv, r, inputs, tmp, buildLog, o); err != nil {
-		return nil, err
-	}
+	faults.At("build:loaded")
 	if err := stopBuildServer(ctx, bu, eng, ld, srv, r, tmp, o); err != nil {
 		return nil, err
 	}
@@ -216,19 +232,21 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err := endBuildUser(ctx, bu, tmp); err != nil {
 		return nil, err
 	}
+	known := unchangedSums(data, copied) // before shareTree changes every file's ctime
 	// As root the tree goes to the server user and its group; in every
 	// case set-id bits go and what a golden cannot hold is refused.
 	shared := s.User.Dropped()
 	if err := shareTree(data, nil, s.User); err != nil {
 		return nil, err
 	}
-	files, total, err := listFiles(data)
+	files, total, err := listFilesKnown(data, known)
 	if err != nil {
 		return nil, fmt.Errorf("checksum golden: %w", err)
 	}
 	m := newManifest(eng, r, key, version, inputs)
 	m.BuildSeconds, m.TotalBytes, m.Files = time.Since(start).Seconds(), total, files
 	m.GroupShared = shared
+	m.StepKeys, m.ReusedSteps = plan.keys, plan.from
 	g, err = Publish(s, tmp, m, "build")
 	if err != nil {
 		return nil, err
@@ -323,29 +341,29 @@ type Sealer interface {
 	Seal(ctx context.Context, spec engine.StartSpec) error
 }
 
-// loadSteps runs the recipe's load steps from private copies of their
-// inputs (see snapshotInputs), then checks that the inputs of `run`
-// steps, which their commands read themselves, still hold what the key
-// was computed from.
-func loadSteps(ctx context.Context, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, inputs []Input, tmp string, buildLog *os.File, o Options) error {
+// loadSteps runs the recipe's load steps from..to-1 (0-based) from
+// private copies of their inputs (see snapshotInputs), then checks that
+// the inputs of `run` steps, which their commands read themselves, still
+// hold what the key was computed from.
+func loadSteps(ctx context.Context, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, inputs []Input, tmp string, from, to int, buildLog *os.File, o Options) error {
 	copies := filepath.Join(tmp, inputsDir)
-	steps, err := snapshotInputs(ctx, r, inputs, copies)
+	steps, err := snapshotInputs(ctx, r, inputs, copies, from, to)
 	if err != nil {
 		return err
 	}
-	for i, st := range steps {
-		o.Progress.Step(fmt.Sprintf("[%d/%d] %s", i+1, len(steps), st.Name))
+	for j, st := range steps {
+		i := from + j
+		o.Progress.Step(fmt.Sprintf("[%d/%d] %s", i+1, len(r.Steps), st.Name))
 		o.Log.Info("load step", "n", i+1, "kind", st.Kind, "name", st.Name)
 		fmt.Fprintf(buildLog, "== step %d: %s\n", i+1, st.Name)
 		if err := ld.Load(ctx, srv, BuildOf(r), st, buildLog); err != nil {
 			return fmt.Errorf("load step %d (%s): %w", i+1, st.Name, err)
 		}
 	}
-	faults.At("build:loaded")
 	if err := fsutil.RemoveAll(copies); err != nil {
 		return err
 	}
-	return sameRunInputs(ctx, r, inputs)
+	return sameRunInputs(ctx, r, inputs, from, to)
 }
 
 // stopBuildServer finishes the golden in the server (freeze, analyze,
@@ -401,18 +419,22 @@ func randomPassword() string {
 	return hex.EncodeToString(b)
 }
 
-// sameRunInputs reads the inputs of `run` steps again, after the build
-// ran them, with the rights of whoever asked, and fails when one no
-// longer has the content its key was computed from: a file changed while
-// the build ran would publish a golden under a key that promises other
-// data (to every user of the store). The inputs dbfork loads itself need
-// no such check: the build loaded the very bytes it hashed.
-func sameRunInputs(ctx context.Context, r *recipe.Recipe, inputs []Input) error {
+// sameRunInputs reads the inputs of `run` steps from..to-1 again, after
+// the build ran them, with the rights of whoever asked, and fails when one
+// no longer has the content its key was computed from: a file changed
+// while the build ran would publish a golden under a key that promises
+// other data (to every user of the store). The inputs dbfork loads itself
+// need no such check: the build loaded the very bytes it hashed.
+func sameRunInputs(ctx context.Context, r *recipe.Recipe, inputs []Input, from, to int) error {
 	n := 0
-	for _, st := range r.Steps {
+	for i, st := range r.Steps {
 		for _, f := range st.Files {
 			if n >= len(inputs) {
 				return fmt.Errorf("recipe inputs changed while building: nothing published; run again")
+			}
+			if i < from || i >= to {
+				n++
+				continue
 			}
 			if st.Kind == recipe.StepRun {
 				sum, _, err := (*HashCache)(nil).SumAs(ctx, f)

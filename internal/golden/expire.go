@@ -140,19 +140,29 @@ func Expire(s *store.Store, rule ExpiryRule, now time.Time) ([]Expired, error) {
 		kept   bool // by recipe rank
 	}
 	var cs []*cand
-	byRecipe := map[string][]*cand{}
+	// Finals and intermediates are ranked apart: a recipe's intermediate
+	// goldens never push its finals out of its last Keep.
+	byRecipe, stepsByRecipe := map[string][]*cand{}, map[string][]*cand{}
 	for _, g := range all {
 		used, recipe := lastUse(s, g)
 		c := &cand{g: g, used: used, recipe: recipe}
 		cs = append(cs, c)
-		byRecipe[recipe] = append(byRecipe[recipe], c)
-	}
-	for _, group := range byRecipe {
-		sort.Slice(group, func(i, j int) bool { return group[i].used.After(group[j].used) })
-		for i, c := range group {
-			c.kept = i < rule.Keep
+		if g.Manifest.Intermediate != nil {
+			stepsByRecipe[recipe] = append(stepsByRecipe[recipe], c)
+		} else {
+			byRecipe[recipe] = append(byRecipe[recipe], c)
 		}
 	}
+	rank := func(groups map[string][]*cand) {
+		for _, group := range groups {
+			sort.Slice(group, func(i, j int) bool { return group[i].used.After(group[j].used) })
+			for i, c := range group {
+				c.kept = i < rule.Keep
+			}
+		}
+	}
+	rank(byRecipe)
+	rank(stepsByRecipe)
 	// Least recently used first: the order both rules remove in.
 	sort.Slice(cs, func(i, j int) bool { return cs[i].used.Before(cs[j].used) })
 	var total int64
@@ -162,16 +172,30 @@ func Expire(s *store.Store, rule ExpiryRule, now time.Time) ([]Expired, error) {
 	protected := func(c *cand) bool {
 		return rule.InUse[c.g.Key] || Pinned(s, c.g.Key) || now.Sub(c.used) < rule.MinIdle
 	}
+	// An intermediate golden is kept while a kept final golden was built
+	// through it (its step keys name it), whatever its own rank: the next
+	// change to that recipe's migrations starts from it.
+	through := map[string]bool{}
+	for _, c := range cs {
+		if c.g.Manifest.Intermediate == nil && (c.kept || protected(c)) {
+			for _, k := range c.g.Manifest.StepKeys {
+				through[k] = true
+			}
+		}
+	}
 	var out []Expired
 	removed := map[string]bool{}
 	for _, c := range cs {
-		if c.kept || protected(c) {
+		if c.kept || protected(c) || through[c.g.Key] {
 			continue
 		}
 		removed[c.g.Key] = true
 		total -= c.g.Manifest.TotalBytes
-		out = append(out, Expired{Key: c.g.Key, Recipe: c.recipe, LastUsed: c.used, Bytes: c.g.Manifest.TotalBytes,
-			Reason: fmt.Sprintf("not among the last %d goldens of its recipe", rule.Keep)})
+		reason := fmt.Sprintf("not among the last %d goldens of its recipe", rule.Keep)
+		if c.g.Manifest.Intermediate != nil {
+			reason = fmt.Sprintf("intermediate golden no kept golden was built from, not among the last %d of its recipe", rule.Keep)
+		}
+		out = append(out, Expired{Key: c.g.Key, Recipe: c.recipe, LastUsed: c.used, Bytes: c.g.Manifest.TotalBytes, Reason: reason})
 	}
 	if rule.Budget > 0 {
 		for _, c := range cs {

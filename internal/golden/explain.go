@@ -18,7 +18,7 @@ func Explain(s *store.Store, recipePath string, g *Golden) (prev *Golden, change
 	}
 	var prevUsed int64
 	for _, o := range all {
-		if o.Key == g.Key {
+		if o.Key == g.Key || o.Manifest.Intermediate != nil {
 			continue
 		}
 		used, recipe := lastUse(s, o)

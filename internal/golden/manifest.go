@@ -40,6 +40,23 @@ type Manifest struct {
 	// rights given to its group too (see Share), as every golden made as
 	// root since per-instance uids.
 	GroupShared bool `json:"group_shared,omitempty"`
+	// Intermediate marks the saved state of a build after one of its
+	// steps (see steps.go), kept under that step's key only for later
+	// builds of the recipe to start from: never a golden to clone.
+	Intermediate *StepState `json:"intermediate,omitempty"`
+	// StepKeys are the keys of the steps that made it, in order (for an
+	// intermediate, its own steps): gc keeps the intermediates a kept
+	// golden was built through.
+	StepKeys []string `json:"step_keys,omitempty"`
+	// ReusedSteps is how many leading steps came from an intermediate
+	// golden instead of running.
+	ReusedSteps int `json:"reused_steps,omitempty"`
+}
+
+// StepState says which state of its recipe an intermediate golden holds.
+type StepState struct {
+	Step  int `json:"step"`  // steps 1..Step have run
+	Steps int `json:"steps"` // of this many in the recipe
 }
 
 // File is one file of the golden's data dir.
@@ -158,7 +175,12 @@ func short(k string) string {
 
 // listFiles walks a data dir, hashing and fsyncing every regular file
 // (two at a time: one core hashes while the other waits on the disk).
-func listFiles(root string) ([]File, int64, error) {
+func listFiles(root string) ([]File, int64, error) { return listFilesKnown(root, nil) }
+
+// listFilesKnown is listFiles for a data dir some of whose files are known
+// to hold content of a known sha256 (known: path -> sum; see
+// unchangedSums): those are fsynced, not read.
+func listFilesKnown(root string, known map[string]string) ([]File, int64, error) {
 	var files []File
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -202,7 +224,7 @@ func listFiles(root string) ([]File, int64, error) {
 		sem <- struct{}{}
 		go func(f *File) {
 			defer func() { <-sem; wg.Done() }()
-			sum, err := syncAndSum(filepath.Join(root, f.Path))
+			sum, err := syncAndSum(filepath.Join(root, f.Path), known[f.Path])
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && firstErr == nil {
@@ -215,7 +237,7 @@ func listFiles(root string) ([]File, int64, error) {
 	return files, total, firstErr
 }
 
-func syncAndSum(p string) (string, error) {
+func syncAndSum(p, known string) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", err
@@ -223,6 +245,9 @@ func syncAndSum(p string) (string, error) {
 	defer f.Close()
 	if err := f.Sync(); err != nil {
 		return "", fmt.Errorf("fsync %s: %w", p, err)
+	}
+	if known != "" {
+		return known, nil
 	}
 	return fileSum(p)
 }

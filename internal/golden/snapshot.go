@@ -22,13 +22,21 @@ const inputsDir = "inputs"
 // loaded from is exactly what its key says: no path is opened twice, and
 // a file changed and changed back while the build runs, or a dir swapped
 // for another through a symlink, changes nothing.
-func snapshotInputs(ctx context.Context, r *recipe.Recipe, inputs []Input, dir string) ([]engine.Step, error) {
+//
+// Only steps from..to-1 (0-based) are copied and returned: a build runs
+// its steps one server run at a time (the step cache), and an
+// incremental one only the steps after the cached prefix.
+func snapshotInputs(ctx context.Context, r *recipe.Recipe, inputs []Input, dir string, from, to int) ([]engine.Step, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("make the build's private input dir: %w", err)
 	}
 	steps := make([]engine.Step, 0, len(r.Steps))
 	n := 0
-	for _, rs := range r.Steps {
+	for si, rs := range r.Steps {
+		if si < from || si >= to {
+			n += len(rs.Files)
+			continue
+		}
 		st := StepOf(rs)
 		if rs.Kind != recipe.StepRun {
 			st.Files, st.Shown = make([]string, len(rs.Files)), rs.Files

@@ -115,6 +115,9 @@ func Verify(g *Golden, full bool) ([]Problem, error) {
 // instances of one golden back to back would otherwise stat its 1,000+
 // files before each (35 ms of a ~100 ms reset here).
 func CheckClonable(g *Golden) error {
+	if st := g.Manifest.Intermediate; st != nil {
+		return errs.Invalid("golden %s is an intermediate golden (the state after step %d of %d of %s), kept only for builds to start from; clone the recipe's golden instead", short(g.Key), st.Step, st.Steps, g.Manifest.Recipe)
+	}
 	if t, ok := checked.Load(g.Dir); ok && time.Since(t.(time.Time)) < checkTTL {
 		return nil
 	}

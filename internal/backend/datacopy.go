@@ -1,0 +1,43 @@
+package backend
+
+import (
+	"errors"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// CopyDataDir makes dst (which must not exist) a private, writable copy of
+// the data dir src, as cheaply as the store allows: a btrfs snapshot of a
+// subvolume, else a reflink of every file (XFS with reflink=1, btrfs), else
+// a byte copy that keeps holes. Owners, modes and xattrs are kept (see
+// copyTree). It returns how it copied ("btrfs", "reflink" or "copy").
+//
+// A build that starts from an intermediate golden uses it: unlike a
+// clone made by a Backend, the copy stands alone (no lower dir, no
+// mount), so it can be built on and published itself.
+func CopyDataDir(src, dst string) (string, error) {
+	if isSubvolume(src) {
+		if err := snapshot(src, dst); err == nil {
+			return "btrfs", nil
+		}
+	}
+	how := "reflink"
+	err := copyTree(src, dst, func(in, out *os.File) error {
+		if how == "reflink" {
+			err := reflinkFile(in, out)
+			if err == nil || !cannotShare(err) {
+				return err
+			}
+			how = "copy" // this filesystem cannot: bytes for every file from here
+		}
+		return byteCopy(in, out)
+	})
+	return how, err
+}
+
+// cannotShare reports the errors FICLONE gives where extents cannot be
+// shared (the filesystem, or src and dst on different ones).
+func cannotShare(err error) bool {
+	return errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOTTY)
+}
