@@ -219,6 +219,12 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err := runSteps(ctx, s, eng, ld, &srv, bu, r, tmp, version, inputs, plan, buildLog, o); err != nil {
 		return nil, err
 	}
+	// Each step's run inputs were checked after it ran; a later step may
+	// have changed an earlier one's (a migration tool rewriting its own
+	// input): all of them once more, now that every step has run.
+	if err := sameRunInputs(ctx, r, inputs, plan.from, len(r.Steps)); err != nil {
+		return nil, err
+	}
 	faults.At("build:loaded")
 	if err := stopBuildServer(ctx, bu, eng, ld, srv, r, tmp, o); err != nil {
 		return nil, err
