@@ -69,7 +69,7 @@ func TestServeKeepsItsRegistryCredentialsFromPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	giveTo(t, nobody, e.proj, recipe)
-	c := e.cmd("serve")
+	c := e.cmd("serve", "--allow-users")
 	c.Env = append(c.Env, "SUDO_UID="+nobody.Uid, "SUDO_GID="+nobody.Gid,
 		cli.RegistryUserEnv+"=ci-bot", cli.RegistryPasswordEnv+"=SECRET_TOKEN", cli.RegistryHostEnv+"="+host)
 	out := &syncBuf{}
