@@ -263,7 +263,8 @@ func TestKeepFailed(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	// -short: the daemon rule and one test's instance, kept on failure.
+	code := testenv.RunTiers(m, `^(TestDaemonSocketRule|TestKeepFailed|TestNewIsolatedAndRemoved)$`, "")
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
 	}

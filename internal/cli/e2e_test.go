@@ -28,7 +28,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build dbfork: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// -short: the main path end to end, bad input, and the caller's
+	// rights and environment; the full tier has every command, engine,
+	// crash phase and attack.
+	code := testenv.RunTiers(m, `^(TestBuildUpLsDownRun|TestBadInputGetsOneLineErrors|TestRunStepsGetTheCallersEnvironment|TestRootDaemonRefusesOtherUsers|TestVersionCommand)$`, "")
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

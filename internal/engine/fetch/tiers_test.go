@@ -1,0 +1,14 @@
+package fetch_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/dbfork/dbfork/internal/testenv"
+)
+
+// -short: everything but the real mvn and pip runs (each starts a JVM or
+// resolves against a package index).
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunTiers(m, "", `^(TestMvnIgnoresPlantedConfig|TestMvnHomeAndDamagedLocalJar|TestFetchThroughMvn|TestPipIgnoresCallerEnv)$`))
+}
