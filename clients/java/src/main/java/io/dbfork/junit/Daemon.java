@@ -102,9 +102,23 @@ public final class Daemon {
   /** Makes sure the recipe's golden exists, once per JVM. */
   static void ensureGolden(Client c, Path recipe) {
     Path abs = recipe.toAbsolutePath().normalize();
+    // A golden whose build failed fails once per run with the build's
+    // error; every later class gets one short line pointing at it.
+    RuntimeException failed = FAILED.get(abs);
+    if (failed != null) {
+      throw new DbforkException("the golden of " + abs + " could not be built earlier in this run (see the first dbfork error)",
+          "invalid", 0);
+    }
     if (!GOLDENS.contains(abs)) {
-      c.ensureGolden(abs);
+      try {
+        c.ensureGolden(abs);
+      } catch (RuntimeException e) {
+        FAILED.put(abs, e);
+        throw e;
+      }
       GOLDENS.add(abs);
     }
   }
+
+  private static final java.util.Map<Path, RuntimeException> FAILED = new ConcurrentHashMap<>();
 }
