@@ -85,7 +85,14 @@ ensure_engines() {
   for e in postgres@14 postgres@16 postgres@17 postgres@18 mariadb@11.4; do
     DBFORK_STORE_FS=plain "$REPO/bin/dbfork" --store "$store/s" engine install --if-missing "$e" >/dev/null
   done
-  rm -rf "$store"
+  # As root a plain store is a nosuid bind mount of itself: unmount it
+  # before removing the dir (never rm through a mount).
+  DBFORK_STORE_FS=plain "$REPO/bin/dbfork" --store "$store/s" store umount >/dev/null 2>&1 || true
+  if grep -q " $store/" /proc/self/mounts; then
+    echo "ensure_engines: $store is still mounted; leaving it" >&2
+  else
+    rm -rf "$store"
+  fi
 }
 
 # ensure_client_deps VENV: what the Node, Django and Java client tests need

@@ -29,7 +29,14 @@ cleanup() {
     as_user "$h" "$b" gc --all >/dev/null 2>&1 || true
   done
   dpkg-query -W dbfork >/dev/null 2>&1 && apt-get remove -y -qq dbfork >/dev/null 2>&1 || true
-  rm -rf "$WORK"
+  # Stores root opened are mounts (an image, or a plain store's nosuid
+  # bind): unmount them, deepest first, before removing anything.
+  awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r | while read -r m; do umount "$m" || true; done
+  if grep -q " $WORK/" /proc/self/mounts; then
+    echo "test-install: $WORK is still mounted; leaving it" >&2
+  else
+    rm -rf "$WORK"
+  fi
 }
 trap cleanup EXIT
 

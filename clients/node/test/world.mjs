@@ -100,7 +100,8 @@ export class World {
   close() {
     this.dbfork('gc', '--all');
     const ls = JSON.parse(this.dbfork('ls', '--json').stdout || '{}');
-    if (fs.existsSync(`${this.store}.img`)) this.dbfork('store', 'umount');
+    // Its own XFS image, or (a plain store root opened) its nosuid bind.
+    this.dbfork('store', 'umount');
     const mounted = fs.readFileSync('/proc/self/mounts', 'utf8').split('\n')
       .filter((l) => (l.split(' ')[1] || '').startsWith(this.root + '/'));
     if (mounted.length) throw new Error(`still mounted, not removing ${this.root}: ${mounted.join('; ')}`);

@@ -66,7 +66,7 @@ T
     my $ls = JSON::PP->new->decode( scalar `$bin --store $store ls --json` );
     is scalar( @{ $ls->{instances} || [] } ), 0, "$want: no instance left";
     system $bin, '--store', $store, 'gc', '--all';
-    system 'umount', $store if $storefs eq '';    # its own XFS image
+    system "umount '$store' 2>/dev/null";    # its own XFS image, or a plain store's nosuid bind
     File::Path::remove_tree($root);
 }
 done_testing;
