@@ -37,6 +37,33 @@ def settings_for(lease, settings_dict):
             "PASSWORD": unquote(u.password or ""), "NAME": u.path.lstrip("/")}
 
 
+def recipe_engine(recipe):
+    """The engine a recipe names, read from the file itself (no daemon, no
+    build), or None when it cannot be told."""
+    try:
+        import tomllib
+        with open(recipe, "rb") as f:
+            return tomllib.load(f).get("engine")
+    except Exception:  # no tomllib (Python < 3.11) or a recipe dbfork will refuse with its own words
+        return None
+
+
+def check_engine(recipe, aliases):
+    """Refuses, before any golden is built, a recipe whose engine is not
+    the one the aliases' DATABASES entries use: one line, at once, rather
+    than a golden built for nothing."""
+    from django.db import connections
+    engine = recipe_engine(recipe)
+    ours = _ENGINES.get(engine or "", ())
+    if not ours:
+        return
+    for alias in aliases:
+        configured = connections[alias].settings_dict.get("ENGINE", "")
+        if configured.rsplit(".", 1)[-1] not in ours:
+            raise DbforkError("dbfork: the recipe %s is for %s but DATABASES[%r] uses %s: point DBFORK_RECIPE at a "
+                              "recipe of the same engine" % (recipe, engine, alias, configured), "invalid")
+
+
 def _config():
     from django.conf import settings
     recipe = getattr(settings, "DBFORK_RECIPE", None) or os.environ.get("DBFORK_RECIPE") or "dbfork.toml"
@@ -106,7 +133,8 @@ def prepare_run():
     """In the main process: find the daemon once, make sure the golden
     exists, and hand the socket to the workers through DBFORK_SOCKET.
     Returns the function that stops keeping the daemon awake."""
-    recipe, store, backend, _ = _config()
+    recipe, store, backend, aliases = _config()
+    check_engine(recipe, aliases)
     sock = find_socket(store)
     c = Client(socket_path=sock)
     c.ensure_golden(recipe)

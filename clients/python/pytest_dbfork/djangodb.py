@@ -17,9 +17,14 @@ def django_db_setup(request, django_test_environment, django_db_blocker):
     from django.conf import settings
 
     from .django import point_aliases, restore_aliases
+    from .django import check_engine
     d = request.config._dbfork
-    lease = d.acquire()
     aliases = list(getattr(settings, "DBFORK_ALIASES", ["default"]))
+    try:
+        check_engine(d.recipe, aliases)
+    except DbforkError as e:
+        pytest.fail(str(e), pytrace=False)
+    lease = d.acquire()
     with django_db_blocker.unblock():
         try:
             saved = point_aliases(lease, aliases)

@@ -114,6 +114,8 @@ def _check_once(config):
         d.error = "recipe %s not found: pass --dbfork-recipe or set dbfork_recipe in the ini file" % d.recipe
         raise DbforkError(d.error)
     try:
+        if config.pluginmanager.hasplugin("django"):
+            _check_django_engine(d)
         if d.client is None:
             d.client = Client(socket_path=find_socket(d.store))
         g = d.client.ensure_golden(d.recipe) or {}
@@ -121,6 +123,18 @@ def _check_once(config):
     except DbforkError as e:
         d.error = str(e)
         raise
+
+
+def _check_django_engine(d):
+    """With pytest-django: a recipe of another engine than DATABASES is
+    refused before any golden is built."""
+    try:
+        from django.conf import settings
+        aliases = list(getattr(settings, "DBFORK_ALIASES", ["default"]))
+    except Exception:  # Django not configured: pytest-django says so itself
+        return
+    from .django import check_engine
+    check_engine(d.recipe, aliases)
 
 
 _OFF = " (pytest runs without dbfork with -p no:dbfork)"

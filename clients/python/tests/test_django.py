@@ -144,3 +144,22 @@ def test_readme_shows_the_runner_and_recipe():
     assert line in readme and line in settings
     assert 'run = "python manage.py migrate --noinput"' in readme
     assert 'inputs = ["manage.py", "mysite/settings.py", "notes/models.py", "notes/migrations/0001_initial.py"]' in readme
+
+
+def test_engine_mismatch_refused_before_any_build(world, tmp_path):
+    # A MariaDB recipe for a project whose DATABASES use PostgreSQL: one
+    # line at once, and no golden built for nothing.
+    d = project(world, "mariadb")
+    env = env_for(world, "postgres", tmp_path, DBFORK_RECIPE=os.path.join(d, "dbfork.toml"))
+    r = subprocess.run([sys.executable, "manage.py", "test", "notes"], cwd=d, env=env, capture_output=True, text=True,
+                       timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "is for mariadb but DATABASES['default'] uses django.db.backends.postgresql" in out, out
+    env = env_for(world, "postgres", tmp_path, DJANGO_SETTINGS_MODULE="mysite.settings")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(),
+                        "--dbfork-recipe", "dbfork.toml", "test_pytest_django.py"],
+                       cwd=d, env=env, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "is for mariadb but DATABASES['default']" in out, out
+    assert json.loads(world.dbfork("ls", "--json").stdout)["goldens"] in ([], None), "a golden was built"
