@@ -105,6 +105,16 @@ run_job() {
   (cd "$p" && "${as[@]}" env -i "${env[@]}" bash "$W/steps-$n.sh") >"$W/out-$n.log" 2>&1 ||
     fail "$job run $n: the steps failed:
 $(tail -30 "$W/out-$n.log")"
+  # What the job's `dbfork doctor` said `auto` picks: in the simulated
+  # container (ext4, no user namespaces) a full copy; as root, a
+  # copy-on-write store dbfork made itself.
+  local pick
+  pick="$(sed -n 's/^  auto picks \([a-z-]*\):.*/\1/p' "$W/out-$n.log")"
+  case "$job" in
+  *-root) [ -n "$pick" ] && [ "$pick" != copy ] ;;
+  *) [ "$pick" = copy ] ;;
+  esac || fail "$job run $n: auto picks '$pick':
+$(grep -A8 '^backends' "$W/out-$n.log")"
   [ "$(cat "$p/test-ran.txt" 2>/dev/null)" = golden ] || fail "$job run $n: make test did not read the golden's row (test-ran.txt: $(cat "$p/test-ran.txt" 2>&1))"
   (cd "$p" && "${as[@]}" env -i "${env[@]}" "$W/bin/dbfork" --store "$store" ls --json) >"$W/ls-$n.json" ||
     fail "$job run $n: dbfork ls in the job's store"
