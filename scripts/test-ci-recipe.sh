@@ -7,12 +7,15 @@
 #     user namespaces refused (bench/nouserns), as in a docker executor;
 # each twice: the first run builds and pushes, the second (a fresh store)
 # pulls and builds nothing. Asserts the same key both times, the second's
-# golden pulled, and `make test` ran against the golden's data.
+# golden pulled, `make test` ran against the golden's data, and what the
+# job's `dbfork doctor` said `auto` picks (copy in the container); and
+# that on an XFS volume mounted into the container it picks reflink
+# (bench/unpriv-container.sh check).
 #   sudo scripts/test-ci-recipe.sh [JOB...]   (default: every job in the doc)
 source "$(dirname "$0")/lib.sh"
 need_root "the CI recipe test"
 ensure_go
-DOC="$REPO/docs/ci.md"
+DOC="${TEST_CI_DOC:-$REPO/docs/ci.md}"   # another copy of the doc, to see the test fail
 JOBS=("$@")
 [ ${#JOBS[@]} -gt 0 ] || mapfile -t JOBS < <(sed -n 's/^<!-- ci-test: \([a-z-]*\) -->$/\1/p' "$DOC")
 # Short paths: a server socket under the store must fit in 107 bytes.
@@ -133,6 +136,11 @@ if "$W/bin/dbfork" --store "$W/s-anon" pull "$REG/acme/none:latest" >"$W/anon.lo
   fail "the registry let an anonymous pull through: the credentials would not be tested"
 fi
 grep -q 'refused access\|401' "$W/anon.log" || fail "anonymous pull: $(cat "$W/anon.log")"
+
+# What `auto` picks in the simulated container, on the container's disk
+# and on an XFS volume mounted in (docs/ci.md's claims).
+step "bench/unpriv-container.sh check"
+"$REPO/bench/unpriv-container.sh" check >&2 || fail "auto's picks in the simulated unprivileged container"
 
 n=0
 for job in "${JOBS[@]}"; do
