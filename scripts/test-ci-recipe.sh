@@ -114,10 +114,11 @@ $(tail -30 "$W/out-$n.log")"
   local pick
   pick="$(sed -n 's/^  auto picks \([a-z-]*\):.*/\1/p' "$W/out-$n.log")"
   case "$job" in
-  *-root) [ -n "$pick" ] && [ "$pick" != copy ] ;;
+  *-root) [ "$pick" = overlay ] || [ "$pick" = reflink ] ;;
   *) [ "$pick" = copy ] ;;
   esac || fail "$job run $n: auto picks '$pick':
 $(grep -A8 '^backends' "$W/out-$n.log")"
+  echo "test-ci-recipe: $job run $n: $(grep -m1 '^store ' "$W/out-$n.log"); auto picks $pick" >&2
   [ "$(cat "$p/test-ran.txt" 2>/dev/null)" = golden ] || fail "$job run $n: make test did not read the golden's row (test-ran.txt: $(cat "$p/test-ran.txt" 2>&1))"
   (cd "$p" && "${as[@]}" env -i "${env[@]}" "$W/bin/dbfork" --store "$store" ls --json) >"$W/ls-$n.json" ||
     fail "$job run $n: dbfork ls in the job's store"
