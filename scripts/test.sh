@@ -32,3 +32,5 @@ prove clients/perl/t
 clients/java/run-tests.sh
 # Every artifact scripts/release.sh makes, installed as a new user would.
 "$REPO/scripts/test-install.sh"
+# The CI jobs of docs/ci.md, run from the doc against a local registry (1-2 minutes).
+"$REPO/scripts/test-ci-recipe.sh"

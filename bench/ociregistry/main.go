@@ -16,12 +16,16 @@ import (
 func main() {
 	root := flag.String("root", "", "storage directory")
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	// With a user, the registry asks for basic auth (htpasswd), so a
+	// client that sends no credentials or the wrong ones is refused.
+	user := flag.String("user", "", "require this user (htpasswd auth)")
+	password := flag.String("password", "", "the user's password (with -user)")
 	flag.Parse()
 	if *root == "" {
 		fmt.Fprintln(os.Stderr, "ociregistry: give -root DIR")
 		os.Exit(2)
 	}
-	reg, stop, err := ocitest.Serve(*root, *addr, ocitest.Options{})
+	reg, stop, err := ocitest.Serve(*root, *addr, ocitest.Options{User: *user, Password: *password})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ociregistry:", err)
 		os.Exit(1)
