@@ -101,6 +101,7 @@ type lease struct {
 	owner   int // the caller's uid; -1 over TCP
 	in      *instance.Instance
 	spares  *spares // fresh databases (Fresh == FreshDatabase)
+	fr      freshState
 
 	// op serialises what changes the instance under a lease (reset,
 	// fresh databases) against its end; life ends with the lease and

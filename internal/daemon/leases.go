@@ -111,7 +111,7 @@ func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, tt
 	}
 	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend, Fresh: api.FreshReset,
 		HolderPID: holder.PID, Leased: time.Now().UTC(), ReadyMs: st.ReadyMs, ReadySteps: st.ReadySteps, Pool: e.id, InstanceDir: st.Dir,
-		Env: st.ClientEnv()}
+		Env: st.ClientEnv(), Slots: len(e.golden.Manifest.Slots)}
 	if st.Conn != nil {
 		l.DSN, l.SocketDSN = st.Conn.URL, st.Conn.SocketURL
 		l.Env = d.clientEnv(l.Env, peer)

@@ -40,6 +40,9 @@ type Manifest struct {
 	// rights given to its group too (see Share), as every golden made as
 	// root since per-instance uids.
 	GroupShared bool `json:"group_shared,omitempty"`
+	// Slots are copies of Database made at build time ([fresh] slots):
+	// a lease hands out one per fresh call.
+	Slots []string `json:"slots,omitempty"`
 }
 
 // File is one file of the golden's data dir.
