@@ -10,6 +10,7 @@ import (
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/instance"
 )
 
 // freshState is what a lease's fresh calls remember; l.op guards it.
@@ -22,6 +23,10 @@ type freshState struct {
 	// background: a whole-instance reset waits for them, or a late close
 	// would shut a slot of the restored instance.
 	retiring sync.WaitGroup
+	// next is an instance taken from the pool ahead of need while the
+	// slots ran low (freshahead.go); fetching: that is under way.
+	next     *instance.Instance
+	fetching bool
 }
 
 // Fresh implements api.Service: the next test of a lease gets fresh data,
@@ -77,7 +82,11 @@ func (d *Daemon) fresh(l *lease, peer api.Peer) (*api.FreshDB, error) {
 	d.retireSlot(l)
 	slots := l.entry.golden.Manifest.Slots
 	dc, _ := l.entry.eng.(engine.DatabaseCloner)
+	if st.used == len(slots) && st.next != nil {
+		d.swapNext(l)
+	}
 	if st.used < len(slots) && dc != nil {
+		d.refreshAhead(l, len(slots)-st.used-1)
 		name := slots[st.used]
 		st.used++
 		st.slot = name

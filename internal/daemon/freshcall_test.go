@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -149,4 +150,100 @@ func TestFreshModesPG18(t *testing.T) {
 	if got := query(t, l.DSN, "select count(*) from notes"); got[0] != "1" {
 		t.Fatalf("lease database has %s rows", got[0])
 	}
+}
+
+// A lease low on slots takes a ready instance from its pool in the
+// background: the call that finds every slot used moves the lease to it
+// and hands out its first slot, with no reset; the old instance goes.
+func TestFreshSlotsRefreshAhead(t *testing.T) {
+	w := newWorld(t, "[fresh]\nslots = 4\n[pool]\nmin = 1\nmax = 3\n")
+	l := w.acquire(api.AcquireRequest{Backend: "copy"})
+	w.waitPool("a ready instance", func(p api.PoolInfo) bool { return p.Ready >= 1 })
+	first := map[string]bool{}
+	var port int
+	for i := 0; i < 4; i++ {
+		db := fresh(t, w, l.ID, api.ModeSlot)
+		exec1(t, db.DSN, "insert into notes(who) values ('test')")
+		first[db.Name], port = true, db.Conn.Port
+	}
+	w.waitPool("the replacement taken", func(p api.PoolInfo) bool { return p.Leased == 2 })
+	db := fresh(t, w, l.ID, api.ModeSlot)
+	if db.Conn.Port == port || db.Name != "slot_000" || db.Env["DBFORK_INSTANCE"] != l.ID {
+		t.Fatalf("after the slots ran out with a replacement ready: %+v (old port %d)", db, port)
+	}
+	ls, err := w.c.Leases(context.Background())
+	if err != nil || len(ls) != 1 || ls[0].ID != l.ID || ls[0].DSN == l.DSN {
+		t.Fatalf("lease after the move: %+v %v", ls, err)
+	}
+	w.waitPool("the old instance gone", func(p api.PoolInfo) bool { return p.Leased == 1 })
+	if err := w.c.Release(context.Background(), l.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Many fresh calls at once on one lease, with resets and the background
+// replacement racing them: no slot is served twice by one instance
+// between two of its refreshes.
+func TestFreshSlotsNeverTwice(t *testing.T) {
+	w := newWorld(t, "[fresh]\nslots = 4\n[pool]\nmin = 1\nmax = 3\n")
+	l := w.acquire(api.AcquireRequest{Backend: "copy"})
+	ctx := context.Background()
+	var mu sync.Mutex
+	served := map[string]int{} // port/slot -> times
+	refreshes := map[int]int{} // port -> resets (fresh fallback or Reset)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				if g == 0 && i%4 == 3 {
+					r, err := w.c.Reset(ctx, l.ID)
+					if err != nil {
+						t.Errorf("reset: %v", err)
+						return
+					}
+					mu.Lock()
+					refreshes[portOf(t, r.DSN)]++
+					mu.Unlock()
+					continue
+				}
+				db, err := w.c.Fresh(ctx, l.ID)
+				if err != nil {
+					t.Errorf("fresh: %v", err)
+					return
+				}
+				mu.Lock()
+				switch db.Mode {
+				case api.ModeSlot:
+					served[fmt.Sprintf("%d/%s", db.Conn.Port, db.Name)]++
+				case api.ModeReset:
+					refreshes[db.Conn.Port]++
+				default:
+					t.Errorf("mode %q on a lease with slots", db.Mode)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for k, n := range served {
+		var port int
+		fmt.Sscanf(k, "%d/", &port)
+		if n > 1+refreshes[port] {
+			t.Errorf("slot %s served %d times with %d refreshes of its instance", k, n, refreshes[port])
+		}
+	}
+	if len(served) == 0 {
+		t.Fatal("no slot served")
+	}
+}
+
+func portOf(t *testing.T, dsn string) int {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(cfg.Port)
 }

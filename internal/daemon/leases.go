@@ -169,7 +169,8 @@ func (d *Daemon) Release(id string, peer api.Peer) error {
 // discard hands a taken lease's instance back to the pool, which destroys
 // it in the background. The caller holds l.op.
 func (d *Daemon) discard(l *lease) error {
-	if err := l.entry.pool.Release(l.ID); err != nil && !errors.Is(err, pool.ErrClosed) {
+	l.dropNext() // a replacement made ready ahead goes too
+	if err := l.entry.pool.Release(l.in.State.ID); err != nil && !errors.Is(err, pool.ErrClosed) {
 		return err
 	}
 	return nil
@@ -189,7 +190,8 @@ func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
 		_ = d.discard(l)
 		return nil, fmt.Errorf("keep lease %s: its instance is %s (a reset failed); it is being removed", id, l.in.State.Status)
 	}
-	in, err := l.entry.pool.Forget(id)
+	l.dropNext()
+	in, err := l.entry.pool.Forget(l.in.State.ID) // the lease's id unless it was replaced (freshahead.go)
 	if err != nil {
 		return nil, errs.NotFound("lease %s: %v", id, err)
 	}
@@ -203,6 +205,7 @@ func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
 	d.o.Log.Info("kept", "id", id)
 	out := l.Lease
 	out.Kept, out.HolderPID, out.ExpiresAt = true, 0, nil
+	out.ID = in.State.ID
 	return &out, nil
 }
 
