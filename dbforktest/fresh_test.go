@@ -136,3 +136,32 @@ func keys(m map[string]bool) []string {
 	}
 	return out
 }
+
+// A golden with slots: tests run one after the other each get the next
+// slot of one lease (no reset, no clone), then the lease falls back to a
+// reset once they are used.
+func TestFreshBySlots(t *testing.T) {
+	storeDir, recipe := setup(t)
+	b, err := os.ReadFile(recipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(recipe, append(b, "[fresh]\nslots = 3\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, storeDir)
+	t.Setenv("DBFORK_SOCKET", api.SocketPath(storeDir))
+	t.Cleanup(dbforktest.Close)
+	got := freshRuns(t, recipe, 4, false)
+	names := map[string]bool{}
+	for i, in := range got[:3] {
+		if in.Mode != dbforktest.ModeSlot || in.ID != got[0].ID || in.Database != fmt.Sprintf("slot_%03d", i) ||
+			in.Env["PGDATABASE"] != in.Database || names[in.Database] {
+			t.Errorf("test %d: %+v, want slot_%03d", i, in, i)
+		}
+		names[in.Database] = true
+	}
+	if in := got[3]; in.Mode != dbforktest.ModeReset || in.ID != got[0].ID {
+		t.Errorf("after the slots: %+v, want a reset of the same lease", in)
+	}
+}

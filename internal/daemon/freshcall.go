@@ -33,9 +33,11 @@ type freshState struct {
 // the cheapest way this lease has, decided here rather than in every
 // client: the next unused slot built into the golden (no work at all);
 // else a database cloned in the server (PostgreSQL 18 on a store that
-// shares extents); else nothing, when no call has been made since the
-// lease was handed out (its database is the golden's); else the instance
-// reset in place, which also makes every slot unused again. A slot
+// shares extents: a spare cloned ahead, as cheap as handing out the
+// lease's own, which stays the golden's for resets); else nothing, when
+// no call has been made since the lease was handed out (its database is
+// the golden's); else the instance reset in place, which also makes
+// every slot unused again. A slot
 // handed out is never handed out again before such a reset. Like Reset,
 // the work runs under the lease: a caller that gives up leaves no
 // half-done call behind.
@@ -96,11 +98,6 @@ func (d *Daemon) fresh(l *lease, peer api.Peer) (*api.FreshDB, error) {
 		return d.freshDB(l, api.ModeSlot, dc.ConnTo(srv, name), srv, name, left, peer), nil
 	}
 	left := len(slots) - st.used
-	if first {
-		srv := l.in.State.Server
-		l.op.Unlock()
-		return d.freshDB(l, api.ModeNone, *l.in.State.Conn, srv, srv.Database, left, peer), nil
-	}
 	if l.spares != nil {
 		l.op.Unlock() // CreateDatabase runs beside the lease's other calls
 		db, err := d.CreateDatabase(l.life, l.ID, peer)
@@ -108,10 +105,18 @@ func (d *Daemon) fresh(l *lease, peer api.Peer) (*api.FreshDB, error) {
 			return nil, err
 		}
 		l.op.Lock()
+		if st.db != "" { // a call beside this one made one too: that test is over
+			_ = d.DropDatabase(l.life, l.ID, st.db, peer)
+		}
 		st.db = db.Name
 		srv := l.in.State.Server
 		l.op.Unlock()
 		return d.freshDB(l, api.ModeDatabase, dc.ConnTo(srv, db.Name), srv, db.Name, left, peer), nil
+	}
+	if first {
+		srv := l.in.State.Server
+		l.op.Unlock()
+		return d.freshDB(l, api.ModeNone, *l.in.State.Conn, srv, srv.Database, left, peer), nil
 	}
 	err := d.resetLocked(l) // unlocks l.op
 	if err != nil {
