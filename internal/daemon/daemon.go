@@ -61,6 +61,7 @@ type Daemon struct {
 	pools   map[string]*entry
 	leases  map[string]*lease
 	spares  map[string]*spares // by instance id, from warming until destroyed
+	walAt   sync.Map           // instance id -> its WAL position once warm (freshcall.go)
 	drained []*entry           // retired pools taken out of pools, closing
 	closed  bool
 

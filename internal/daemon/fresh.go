@@ -87,6 +87,7 @@ func (d *Daemon) resetLocked(l *lease) error {
 		steps = l.in.State.ResetSteps
 		if err == nil {
 			l.wholeReset()
+			l.noteReset()
 		}
 		if err == nil && l.spares != nil {
 			err = d.remakeSpares(l)

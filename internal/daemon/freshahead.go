@@ -61,7 +61,10 @@ func (d *Daemon) swapNext(l *lease) {
 	st := &l.fr
 	old := l.in
 	l.in, st.next = st.next, nil
-	st.used, st.slot = 0, ""
+	st.used, st.slot, st.walAt = 0, "", ""
+	if at, ok := d.walAt.LoadAndDelete(l.in.State.ID); ok {
+		st.walAt = at.(string)
+	}
 	_ = l.entry.pool.Release(old.State.ID)
 	ns := l.in.State
 	d.mu.Lock()

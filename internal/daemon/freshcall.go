@@ -27,6 +27,47 @@ type freshState struct {
 	// slots ran low (freshahead.go); fetching: that is under way.
 	next     *instance.Instance
 	fetching bool
+	// walAt is the server's WAL position when the lease's database was
+	// last known to be the golden's (warm, or just reset); "" unknown.
+	// The same position now means no test wrote: nothing to do.
+	walAt string
+}
+
+// walPositioner is an engine that can tell whether anything was written
+// since a point (PostgreSQL: the WAL insert position).
+type walPositioner interface {
+	WALPosition(ctx context.Context, srv *engine.Server) (string, error)
+}
+
+// noteWAL records a warm instance's WAL position for its lease.
+func (d *Daemon) noteWAL(ctx context.Context, e *entry, in *instance.Instance) {
+	if wp, ok := e.eng.(walPositioner); ok {
+		if at, err := wp.WALPosition(ctx, in.State.Server); err == nil {
+			d.walAt.Store(in.State.ID, at)
+		}
+	}
+}
+
+// untouched says whether nothing was written on l's server since
+// st.walAt. The caller holds l.op.
+func (l *lease) untouched() bool {
+	wp, ok := l.entry.eng.(walPositioner)
+	if !ok || l.fr.walAt == "" {
+		return false
+	}
+	at, err := wp.WALPosition(l.life, l.in.State.Server)
+	return err == nil && at == l.fr.walAt
+}
+
+// noteReset records l's WAL position after its database was reset (or
+// found untouched). The caller holds l.op.
+func (l *lease) noteReset() {
+	l.fr.walAt = ""
+	if wp, ok := l.entry.eng.(walPositioner); ok {
+		if at, err := wp.WALPosition(l.life, l.in.State.Server); err == nil {
+			l.fr.walAt = at
+		}
+	}
 }
 
 // Fresh implements api.Service: the next test of a lease gets fresh data,
@@ -35,9 +76,10 @@ type freshState struct {
 // else a database cloned in the server (PostgreSQL 18 on a store that
 // shares extents: a spare cloned ahead, as cheap as handing out the
 // lease's own, which stays the golden's for resets); else nothing, when
-// no call has been made since the lease was handed out (its database is
-// the golden's); else the instance reset in place, which also makes
-// every slot unused again. A slot
+// the server wrote no WAL since the lease was handed out or last reset
+// (its database is the golden's: writes to a golden's unlogged tables
+// are the one thing this misses); else the instance reset in place, which
+// also makes every slot unused again. A slot
 // handed out is never handed out again before such a reset. Like Reset,
 // the work runs under the lease: a caller that gives up leaves no
 // half-done call behind.
@@ -75,7 +117,6 @@ func (d *Daemon) fresh(l *lease, peer api.Peer) (*api.FreshDB, error) {
 		return nil, errs.NotFound("no lease %s (released while the call waited)", l.ID)
 	}
 	st := &l.fr
-	first := st.calls == 0
 	st.calls++
 	if st.db != "" { // the previous test's database goes (later, in the refill loop)
 		_ = d.DropDatabase(l.life, l.ID, st.db, peer)
@@ -113,7 +154,7 @@ func (d *Daemon) fresh(l *lease, peer api.Peer) (*api.FreshDB, error) {
 		l.op.Unlock()
 		return d.freshDB(l, api.ModeDatabase, dc.ConnTo(srv, db.Name), srv, db.Name, left, peer), nil
 	}
-	if first {
+	if l.untouched() {
 		srv := l.in.State.Server
 		l.op.Unlock()
 		return d.freshDB(l, api.ModeNone, *l.in.State.Conn, srv, srv.Database, left, peer), nil

@@ -108,19 +108,27 @@ func TestFreshSlotRetired(t *testing.T) {
 	}
 }
 
-// Without slots, on PostgreSQL 15: the first call has nothing to do
-// (the lease is untouched), later ones reset in place.
+// Without slots, on PostgreSQL 15: a call has nothing to do while the
+// lease is untouched (handed out, or reset, and nothing written since),
+// and resets in place once anything was written, through any database.
 func TestFreshModesReset(t *testing.T) {
-	w := newWorld(t, "[pool]\nmin = 0\nmax = 1\n")
+	w := newWorld(t, "[pool]\nmin = 0\nmax = 2\n")
 	l := w.acquire(api.AcquireRequest{Backend: "copy"})
 	if l.Slots != 0 {
 		t.Fatalf("slots %d without [fresh]", l.Slots)
 	}
 	db := fresh(t, w, l.ID, api.ModeNone)
+	fresh(t, w, l.ID, api.ModeNone) // read only: still untouched
 	exec1(t, db.DSN, "insert into notes(who) values ('test')")
 	db = fresh(t, w, l.ID, api.ModeReset)
-	exec1(t, db.DSN, "insert into notes(who) values ('test')")
-	fresh(t, w, l.ID, api.ModeReset)
+	exec1(t, db.DSN, "create table other(a int)")
+	db = fresh(t, w, l.ID, api.ModeReset)
+	fresh(t, w, l.ID, api.ModeNone)
+	// A lease written through its own DSN before its first fresh call
+	// (a worker's setup) is not untouched.
+	l2 := w.acquire(api.AcquireRequest{Backend: "copy"})
+	exec1(t, l2.DSN, "insert into notes(who) values ('setup')")
+	fresh(t, w, l2.ID, api.ModeReset)
 }
 
 // PostgreSQL 18 on XFS with two slots: slots first, then databases cloned

@@ -106,6 +106,9 @@ func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, tt
 	st := in.State
 	l := &lease{holder: holder, entry: e, owner: -1, in: in}
 	l.life, l.cancel = context.WithCancel(context.Background())
+	if at, ok := d.walAt.LoadAndDelete(st.ID); ok {
+		l.fr.walAt = at.(string) // how the lease can tell it is untouched (freshcall.go)
+	}
 	if peer.Unix {
 		l.owner = peer.UID
 	}

@@ -42,3 +42,17 @@ func (p *Postgres) MakeSlots(ctx context.Context, srv *engine.Server, names []st
 	}
 	return nil
 }
+
+// WALPosition is the server's WAL insert position: every change to a
+// logged table, a catalog or a sequence moves it, so the same position
+// at two times says nothing was written in between.
+func (p *Postgres) WALPosition(ctx context.Context, srv *engine.Server) (string, error) {
+	c, err := connect(ctx, srv, "template1")
+	if err != nil {
+		return "", err
+	}
+	defer c.Close(context.Background())
+	var at string
+	err = c.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&at)
+	return at, err
+}
