@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"sync"
 	"testing"
 
@@ -254,4 +255,36 @@ func portOf(t *testing.T, dsn string) int {
 		t.Fatal(err)
 	}
 	return int(cfg.Port)
+}
+
+// A test process killed while it writes into its slot: its lease is
+// reclaimed, and the next lease (of the same clone, recycled: max = 1)
+// gets that slot back as the golden has it.
+func TestFreshSlotsHolderKilled(t *testing.T) {
+	w := newWorld(t, "[fresh]\nslots = 4\n[pool]\nmin = 0\nmax = 1\n")
+	holder := exec.Command("sleep", "600")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	l := w.acquire(api.AcquireRequest{Backend: "copy", PID: holder.Process.Pid})
+	db := fresh(t, w, l.ID, api.ModeSlot)
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "begin; insert into notes(who) values ('committed'); commit; begin; insert into notes(who) values ('open')"); err != nil {
+		t.Fatal(err)
+	}
+	_ = holder.Process.Kill()
+	_ = holder.Wait()
+	waitFor(t, "the dead holder's lease reclaimed", func() bool {
+		ls, err := w.c.Leases(ctx)
+		return err == nil && len(ls) == 0
+	})
+	l2 := w.acquire(api.AcquireRequest{Backend: "copy"})
+	if got := fresh(t, w, l2.ID, api.ModeSlot); got.Name != db.Name {
+		t.Fatalf("next lease's first slot %s, want %s again (restored)", got.Name, db.Name)
+	}
 }
