@@ -226,6 +226,9 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err != nil {
 		return nil, fmt.Errorf("checksum golden: %w", err)
 	}
+	if n := shareIdentical(data, files, r); n > 0 {
+		o.Log.Info("slots share their files' extents", "bytes", n)
+	}
 	m := newManifest(eng, r, key, version, inputs)
 	m.BuildSeconds, m.TotalBytes, m.Files = time.Since(start).Seconds(), total, files
 	m.GroupShared = shared
