@@ -59,6 +59,7 @@ func (d *Daemon) refreshAhead(l *lease, left int) {
 // caller holds l.op.
 func (d *Daemon) swapNext(l *lease) {
 	st := &l.fr
+	st.retiring.Wait() // closes of the old server's slots end first: no warnings from a server going away
 	old := l.in
 	l.in, st.next = st.next, nil
 	st.used, st.slot, st.walAt = 0, "", ""
