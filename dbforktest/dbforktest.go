@@ -52,7 +52,7 @@ type Instance struct {
 	// Mode is how Fresh made the data fresh: ModeDatabase, ModeReset or
 	// ModeInstance (New and Open: always ModeInstance).
 	Mode     string
-	Database string // ModeDatabase: the fresh database's name
+	Database string // ModeDatabase, ModeSlot: the fresh database's name
 }
 
 // KeepEnv names the variable that keeps failed tests' instances.

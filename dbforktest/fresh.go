@@ -18,6 +18,9 @@ const (
 	ModeDatabase = api.FreshDatabase
 	// ModeReset: an instance reset in place to the golden before the test.
 	ModeReset = api.FreshReset
+	// ModeSlot: the next unused slot of a golden built with [fresh]
+	// slots, a database copied at build time (no work per test).
+	ModeSlot = api.ModeSlot
 	// ModeInstance: a whole instance of its own (New; or Fresh without a
 	// daemon).
 	ModeInstance = "instance"
@@ -35,11 +38,11 @@ var shared struct {
 
 type sharedLease struct {
 	lease *api.Lease
-	used  bool // handed to a test since its last reset
 }
 
 // Fresh returns the golden's data for this test alone, by the fastest
-// mode a dbfork daemon offers (Instance.Mode says which): a database
+// mode a dbfork daemon offers (Instance.Mode says which): a slot built
+// into the golden (ModeSlot, no work per test), a database
 // cloned inside a leased server (ModeDatabase, milliseconds; dropped when
 // t ends), or an instance reset in place before the test (ModeReset; the
 // DSN stays the same from test to test). Leases are shared between the
@@ -61,27 +64,28 @@ func Fresh(t testing.TB, recipePath string) *Instance {
 	}
 	sl := takeShared(ctx, t, c, abs)
 	t.Cleanup(func() { putShared(abs, sl) })
-	if sl.lease.Fresh == api.FreshDatabase {
-		db, err := c.CreateDatabase(ctx, sl.lease.ID)
-		if err != nil {
-			t.Fatalf("dbforktest: %v", err)
-		}
+	// The daemon decides how (POST /v1/leases/{id}/fresh): the next
+	// slot of the golden, a database cloned in the server, nothing (an
+	// untouched lease) or a reset in place.
+	fd, err := c.Fresh(ctx, sl.lease.ID)
+	if err != nil {
+		t.Fatalf("dbforktest: %v", err)
+	}
+	in := &Instance{ID: sl.lease.ID, DSN: fd.DSN, Env: fd.Env, Backend: sl.lease.Backend, Mode: fd.Mode}
+	switch fd.Mode {
+	case api.ModeNone: // the lease's own database, as the golden has it
+		in.Mode = ModeReset
+	case api.ModeSlot, api.ModeDatabase:
+		in.Database = fd.Name
+	}
+	if fd.Mode == api.ModeDatabase {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_ = c.DropDatabase(ctx, sl.lease.ID, db.Name) // a lease that ended took it along
+			_ = c.DropDatabase(ctx, sl.lease.ID, fd.Name) // early; else the next call drops it
 		})
-		return &Instance{ID: sl.lease.ID, DSN: db.DSN, Env: db.Env, Backend: sl.lease.Backend, Mode: ModeDatabase, Database: db.Name}
 	}
-	if sl.used {
-		l, err := c.Reset(ctx, sl.lease.ID)
-		if err != nil {
-			t.Fatalf("dbforktest: %v", err)
-		}
-		sl.lease = l
-	}
-	sl.used = true
-	return &Instance{ID: sl.lease.ID, DSN: sl.lease.DSN, Env: sl.lease.Env, Backend: sl.lease.Backend, Mode: ModeReset}
+	return in
 }
 
 // sharedClient finds the daemon once per process (nil: there is none to

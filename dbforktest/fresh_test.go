@@ -136,3 +136,34 @@ func keys(m map[string]bool) []string {
 	}
 	return out
 }
+
+// A golden with slots: tests run one after the other each get the next
+// slot of one lease (no reset, no clone); once they are used the lease
+// moves to an instance its pool had ready (its first slot) or resets.
+func TestFreshBySlots(t *testing.T) {
+	storeDir, recipe := setup(t)
+	b, err := os.ReadFile(recipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(recipe, append(b, "[fresh]\nslots = 3\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, storeDir)
+	t.Setenv("DBFORK_SOCKET", api.SocketPath(storeDir))
+	t.Cleanup(dbforktest.Close)
+	got := freshRuns(t, recipe, 4, false)
+	names := map[string]bool{}
+	for i, in := range got[:3] {
+		if in.Mode != dbforktest.ModeSlot || in.ID != got[0].ID || in.Database != fmt.Sprintf("slot_%03d", i) ||
+			in.Env["PGDATABASE"] != in.Database || names[in.Database] {
+			t.Errorf("test %d: %+v, want slot_%03d", i, in, i)
+		}
+		names[in.Database] = true
+	}
+	in := got[3]
+	moved := in.Mode == dbforktest.ModeSlot && in.Database == "slot_000" && in.DSN != got[0].DSN
+	if in.ID != got[0].ID || !(moved || in.Mode == dbforktest.ModeReset) {
+		t.Errorf("after the slots: %+v, want the same lease, moved or reset", in)
+	}
+}

@@ -173,6 +173,14 @@ func (c *Client) CreateDatabase(ctx context.Context, id string) (*Database, erro
 	return &db, c.do(ctx, "POST", "/v1/leases/"+id+"/databases", EmptyRequest{}, &db)
 }
 
+// Fresh gives the lease's next test fresh data: a slot, a database
+// cloned in the server, the instance reset in place, or nothing to do
+// (FreshDB.Mode); the lease's previous fresh database is retired.
+func (c *Client) Fresh(ctx context.Context, id string) (*FreshDB, error) {
+	var db FreshDB
+	return &db, c.do(ctx, "POST", "/v1/leases/"+id+"/fresh", EmptyRequest{}, &db)
+}
+
 // DropDatabase drops a fresh database before its lease ends.
 func (c *Client) DropDatabase(ctx context.Context, id, name string) error {
 	return c.do(ctx, "DELETE", "/v1/leases/"+id+"/databases/"+name, nil, nil)

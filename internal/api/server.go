@@ -51,6 +51,7 @@ func NewServer(svc Service, token string, log *slog.Logger) *Server {
 	mux.HandleFunc("POST /v1/leases/{id}/keep", s.keep)
 	mux.HandleFunc("POST /v1/leases/{id}/reset", s.reset)
 	mux.HandleFunc("POST /v1/leases/{id}/databases", s.createDatabase)
+	mux.HandleFunc("POST /v1/leases/{id}/fresh", s.fresh)
 	mux.HandleFunc("DELETE /v1/leases/{id}/databases/{name}", s.dropDatabase)
 	mux.HandleFunc("GET /v1/pools", s.pools)
 	mux.HandleFunc("DELETE /v1/instances/{id}", s.downKept)
@@ -345,6 +346,19 @@ func (s *Server) createDatabase(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 201, db)
+}
+
+func (s *Server) fresh(w http.ResponseWriter, r *http.Request) {
+	if err := emptyBody(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	db, err := s.svc.Fresh(r.Context(), r.PathValue("id"), peerOf(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, db)
 }
 
 func (s *Server) dropDatabase(w http.ResponseWriter, r *http.Request) {

@@ -33,7 +33,10 @@ func (s *stub) CreateDatabase(context.Context, string, Peer) (*Database, error) 
 	return &Database{}, nil
 }
 func (s *stub) DropDatabase(context.Context, string, string, Peer) error { return nil }
-func (s *stub) DownKept(context.Context, string, Peer) error             { return nil }
+func (s *stub) Fresh(context.Context, string, Peer) (*FreshDB, error) {
+	return &FreshDB{Mode: ModeNone}, nil
+}
+func (s *stub) DownKept(context.Context, string, Peer) error { return nil }
 func (s *stub) ResetKept(context.Context, string, Peer) (*Lease, error) {
 	return &Lease{}, nil
 }

@@ -38,6 +38,9 @@ type Service interface {
 	// (Lease.Fresh == FreshDatabase); DropDatabase drops one early.
 	CreateDatabase(ctx context.Context, id string, peer Peer) (*Database, error)
 	DropDatabase(ctx context.Context, id, name string, peer Peer) error
+	// Fresh gives the next test of a lease fresh data, the fastest way
+	// the lease can (POST /v1/leases/{id}/fresh).
+	Fresh(ctx context.Context, id string, peer Peer) (*FreshDB, error)
 	// DownKept and ResetKept act on an instance kept through the daemon
 	// (POST /v1/leases/{id}/keep, `dbfork up`) for the peer who kept it
 	// (or root): its record is the daemon's, which that peer may not read.
@@ -66,6 +69,39 @@ type Database struct {
 	Ms        float64           `json:"ms"` // time inside the daemon
 	// OnDemand: none was cloned ahead, the caller waited for this one.
 	OnDemand bool `json:"cloned_on_demand,omitempty"`
+}
+
+// Modes of a fresh call (FreshDB.Mode).
+const (
+	ModeSlot     = "slot"     // the next unused slot built into the golden
+	ModeDatabase = "database" // a database cloned inside the server
+	ModeReset    = "reset"    // the instance reset in place
+	ModeNone     = "none"     // the lease is untouched: its own database
+)
+
+// FreshDB answers POST /v1/leases/{id}/fresh: the database the next test
+// uses, and how the daemon made it fresh.
+type FreshDB struct {
+	Mode      string            `json:"mode"`
+	Name      string            `json:"name"`
+	DSN       string            `json:"dsn"`
+	SocketDSN string            `json:"socket_dsn"`
+	Env       map[string]string `json:"env"`
+	Conn      Conn              `json:"conn"`
+	Ms        float64           `json:"ms"` // time inside the daemon
+	// SlotsLeft: unused slots of the lease's instance after this call.
+	SlotsLeft int `json:"slots_left"`
+}
+
+// Conn is a connection, field by field. Socket is the server's socket
+// directory, empty when the caller cannot use it (then host and port).
+type Conn struct {
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	User     string `json:"user"`
+	Password string `json:"password,omitempty"`
+	Database string `json:"database"`
+	Socket   string `json:"socket,omitempty"`
 }
 
 // EmptyRequest is the body of calls that take no parameters: `{}`.
@@ -210,7 +246,10 @@ type Lease struct {
 	InstanceDir string             `json:"instance_dir"`
 	// Fresh is FreshDatabase or FreshReset: the fastest way this lease
 	// gives a test fresh data.
-	Fresh   string  `json:"fresh"`
+	Fresh string `json:"fresh"`
+	// Slots the golden has ([fresh] slots): POST /v1/leases/{id}/fresh
+	// hands them out first.
+	Slots   int     `json:"slots,omitempty"`
 	Resets  int     `json:"resets,omitempty"`   // resets so far
 	ResetMs float64 `json:"reset_ms,omitempty"` // the last reset, inside the daemon
 	// ResetSteps is where the last reset's time went (ms per step).

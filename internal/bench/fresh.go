@@ -14,6 +14,7 @@ import (
 const (
 	ModeDatabase = api.FreshDatabase // a database cloned inside the leased server per cycle
 	ModeReset    = api.FreshReset    // the lease reset in place per cycle
+	ModeFresh    = "fresh"           // POST /v1/leases/{id}/fresh per cycle: the daemon picks (slot first)
 )
 
 // FreshResult is one scenario of Fresh: the PoolResult figures, where
@@ -28,6 +29,7 @@ type FreshResult struct {
 	ServerP50  float64            `json:"daemon_p50_ms"` // inside the daemon
 	OnDemand   int                `json:"cloned_on_demand,omitempty"`
 	LeaseFresh string             `json:"lease_fresh"`
+	Modes      map[string]int     `json:"modes,omitempty"` // ModeFresh: cycles per mode the daemon chose
 }
 
 // Fresh runs one scenario: each client holds one lease for the whole run
@@ -47,7 +49,7 @@ func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode stri
 		}
 		leases[i] = l
 	}
-	run := &freshRun{c: c, mode: mode, think: think, steps: map[string][]float64{}, isolated: true}
+	run := &freshRun{c: c, mode: mode, think: think, steps: map[string][]float64{}, isolated: true, modes: map[string]int{}}
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < clients; i++ {
@@ -72,6 +74,9 @@ func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode stri
 		PoolResult: PoolResult{Clients: clients, Cycles: cycles, Acquires: len(lat), P50Ms: Quantile(lat, 0.5),
 			P99Ms: Quantile(lat, 0.99), MaxMs: Quantile(lat, 1), MeanMs: mean(lat), WriteP50: Quantile(wr, 0.5),
 			Seconds: secs, PerSecond: float64(len(lat)) / secs, Isolated: run.isolated, ThinkMs: ms(think)}}
+	if len(run.modes) > 0 {
+		r.Modes = run.modes
+	}
 	if len(run.steps) > 0 {
 		r.Steps = map[string]float64{}
 		for k, v := range run.steps {
@@ -92,6 +97,7 @@ type freshRun struct {
 	steps        map[string][]float64
 	isolated     bool
 	onDemand     int
+	modes        map[string]int
 	firstErr     error
 }
 
@@ -134,6 +140,17 @@ func (run *freshRun) cycle(ctx context.Context, l *api.Lease, tag string) error 
 // is how to reach the fresh data, inside the daemon's own time for it.
 func (run *freshRun) makeFresh(ctx context.Context, l *api.Lease) (target api.Lease, dbName string, inside float64, err error) {
 	target = *l
+	if run.mode == ModeFresh {
+		fd, err := run.c.Fresh(ctx, l.ID)
+		if err != nil {
+			return target, "", 0, err
+		}
+		target.DSN, target.Env = fd.DSN, fd.Env
+		run.mu.Lock()
+		run.modes[fd.Mode]++
+		run.mu.Unlock()
+		return target, "", fd.Ms, nil // the daemon retires it on the next call
+	}
 	if run.mode == ModeDatabase {
 		db, err := run.c.CreateDatabase(ctx, l.ID)
 		if err != nil {

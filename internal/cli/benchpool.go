@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,7 +33,7 @@ type benchPoolFlags struct {
 func newBenchPoolCmd(g *globals) *cobra.Command {
 	f := &benchPoolFlags{}
 	cmd := &cobra.Command{
-		Use:   "pool [-f dbfork.toml] [--clients 1,4,8] [--cycles 50] [--mode release|reset|database]",
+		Use:   "pool [-f dbfork.toml] [--clients 1,4,8] [--cycles 50] [--mode release|reset|database|fresh]",
 		Short: "Acquire latency (p50/p99) from a warm pool with 1, 4 and 8 concurrent clients doing acquire/write/release",
 		Long: `Each client repeats: acquire a lease, insert a row, check that no other
 client's row is visible, release. Uses the store's running ` + "`dbfork serve`" + `, or
@@ -40,7 +41,10 @@ starts a private one for the run. Pool size per scenario: --min (default:
 the number of clients) and --max (default: twice that in release mode, the
 number of clients in the others).
 
---mode reset: each client holds one lease and repeats reset (in place),
+--mode fresh: each client holds one lease and repeats the daemon's fresh
+call (a slot of a golden built with [fresh] slots, else what the lease
+has), write, check; the pool may hold twice the clients, so leases low on
+slots find replacements ready. --mode reset: each client holds one lease and repeats reset (in place),
 write, check. --mode database: the same with a fresh database cloned
 inside the server per cycle (PostgreSQL 18 on a store that shares
 extents), dropped after it. The latency columns are then the reset or
@@ -54,7 +58,7 @@ create-database call.`,
 	cmd.Flags().IntVar(&f.minFlag, "min", -1, "pool min (default: the number of clients)")
 	cmd.Flags().IntVar(&f.maxFlag, "max", 0, "pool max (default: twice the number of clients; in reset and database modes the number of clients)")
 	cmd.Flags().StringVar(&f.backendName, "backend", "auto", "clone backend")
-	cmd.Flags().StringVar(&f.mode, "mode", "release", "what a cycle does: release (acquire/release), reset (in place) or database (a fresh database in the server)")
+	cmd.Flags().StringVar(&f.mode, "mode", "release", "what a cycle does: release (acquire/release), reset (in place), database (a fresh database in the server) or fresh (the daemon's fresh call: a slot of the golden first)")
 	cmd.Flags().DurationVar(&f.think, "think", 0, "time each cycle spends on its data after the write, as a test's own work would (e.g. 50ms)")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
@@ -77,8 +81,8 @@ func (f *benchPoolFlags) parse() ([]int, string, error) {
 	if f.think < 0 {
 		return nil, "", errs.Invalid("--think %v: give a duration of 0 or more (e.g. 50ms)", f.think)
 	}
-	if f.mode != "release" && f.mode != bench.ModeReset && f.mode != bench.ModeDatabase {
-		return nil, "", errs.Invalid("--mode %q: use release, reset or database", f.mode)
+	if f.mode != "release" && f.mode != bench.ModeReset && f.mode != bench.ModeDatabase && f.mode != bench.ModeFresh {
+		return nil, "", errs.Invalid("--mode %q: use release, reset, database or fresh", f.mode)
 	}
 	file := f.file
 	if file == "" {
@@ -114,7 +118,7 @@ func (f *benchPoolFlags) run(ctx context.Context, g *globals) error {
 	var results []any
 	var freshRes []*bench.FreshResult
 	var relRes []*bench.PoolResult
-	op := map[string]string{"release": "acquire", bench.ModeReset: "reset", bench.ModeDatabase: "create db"}[f.mode]
+	op := map[string]string{"release": "acquire", bench.ModeReset: "reset", bench.ModeDatabase: "create db", bench.ModeFresh: "fresh"}[f.mode]
 	if !f.asJSON && f.think > 0 {
 		fmt.Fprintf(g.stdout, "each cycle spends %v on its data after the write (--think)\n", f.think)
 	}
@@ -173,7 +177,7 @@ func printReadySteps(g *globals, r *bench.PoolResult) {
 // reset and database modes.
 func (f *benchPoolFlags) scenario(ctx context.Context, c *api.Client, abs string, n int) (r *bench.PoolResult, fr *bench.FreshResult, err error) {
 	lo, hi := n, 2*n
-	if f.mode != "release" {
+	if f.mode != "release" && f.mode != bench.ModeFresh {
 		// Each client holds one lease for the whole scenario, as a
 		// test session's workers do: instances beyond those would
 		// only be made (and prewarmed) on the same cores while the
@@ -213,6 +217,18 @@ func printSteps(g *globals, r *bench.FreshResult) {
 	if r.Mode == bench.ModeDatabase {
 		fmt.Fprintf(g.stdout, "; cloned while the client waited: %d of %d", r.OnDemand, r.Acquires)
 	}
+	if len(r.Modes) > 0 {
+		modes := make([]string, 0, len(r.Modes))
+		for k := range r.Modes {
+			modes = append(modes, k)
+		}
+		sort.Strings(modes)
+		fmt.Fprint(g.stdout, "; modes")
+		for _, k := range modes {
+			fmt.Fprintf(g.stdout, " %s %d", k, r.Modes[k])
+		}
+	}
+	fmt.Fprintf(g.stdout, "; %.1f/s per core (%d cores)", r.PerSecond/float64(runtime.NumCPU()), runtime.NumCPU())
 	fmt.Fprintln(g.stdout)
 }
 

@@ -61,6 +61,7 @@ type Daemon struct {
 	pools   map[string]*entry
 	leases  map[string]*lease
 	spares  map[string]*spares // by instance id, from warming until destroyed
+	walAt   sync.Map           // instance id -> its WAL position once warm (freshcall.go)
 	drained []*entry           // retired pools taken out of pools, closing
 	closed  bool
 
@@ -101,6 +102,7 @@ type lease struct {
 	owner   int // the caller's uid; -1 over TCP
 	in      *instance.Instance
 	spares  *spares // fresh databases (Fresh == FreshDatabase)
+	fr      freshState
 
 	// op serialises what changes the instance under a lease (reset,
 	// fresh databases) against its end; life ends with the lease and

@@ -63,6 +63,11 @@ func (d *Daemon) Reset(ctx context.Context, id string, peer api.Peer) (*api.Leas
 
 func (d *Daemon) reset(l *lease) error {
 	l.op.Lock()
+	return d.resetLocked(l)
+}
+
+// resetLocked is reset for a caller that holds l.op; it lets go of it.
+func (d *Daemon) resetLocked(l *lease) error {
 	defer l.op.Unlock()
 	if l.life.Err() != nil {
 		return errs.NotFound("no lease %s (released while the reset waited)", l.ID)
@@ -74,11 +79,16 @@ func (d *Daemon) reset(l *lease) error {
 			d.o.Log.Warn("resetting the database in place failed; resetting the instance", "id", l.ID, "err", err)
 		}
 		l.in.PrepareAhead = true
+		l.fr.retiring.Wait() // no late close of a slot of the restored instance
 		if l.spares != nil {
 			l.spares.invalidate() // its databases go with the old clone
 		}
 		err = l.in.Reset(l.life, d.o.Store, l.entry.eng, l.entry.golden, func(f func()) { go f() })
 		steps = l.in.State.ResetSteps
+		if err == nil {
+			l.wholeReset()
+			l.noteReset()
+		}
 		if err == nil && l.spares != nil {
 			err = d.remakeSpares(l)
 		}

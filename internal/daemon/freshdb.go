@@ -182,6 +182,7 @@ func (d *Daemon) clonesDatabases(ctx context.Context, e *entry, st *instance.Sta
 // warming instance. A failure only costs the fast path: the instance
 // then resets instead.
 func (d *Daemon) prepareFresh(ctx context.Context, e *entry, in *instance.Instance) {
+	d.noteWAL(ctx, e, in)
 	dc, ok := d.clonesDatabases(ctx, e, in.State)
 	if !ok {
 		return

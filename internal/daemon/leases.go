@@ -106,12 +106,15 @@ func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, tt
 	st := in.State
 	l := &lease{holder: holder, entry: e, owner: -1, in: in}
 	l.life, l.cancel = context.WithCancel(context.Background())
+	if at, ok := d.walAt.LoadAndDelete(st.ID); ok {
+		l.fr.walAt = at.(string) // how the lease can tell it is untouched (freshcall.go)
+	}
 	if peer.Unix {
 		l.owner = peer.UID
 	}
 	l.Lease = api.Lease{ID: st.ID, Golden: st.Key, Engine: st.Engine, Backend: st.Backend, Fresh: api.FreshReset,
 		HolderPID: holder.PID, Leased: time.Now().UTC(), ReadyMs: st.ReadyMs, ReadySteps: st.ReadySteps, Pool: e.id, InstanceDir: st.Dir,
-		Env: st.ClientEnv()}
+		Env: st.ClientEnv(), Slots: len(e.golden.Manifest.Slots)}
 	if st.Conn != nil {
 		l.DSN, l.SocketDSN = st.Conn.URL, st.Conn.SocketURL
 		l.Env = d.clientEnv(l.Env, peer)
@@ -169,7 +172,8 @@ func (d *Daemon) Release(id string, peer api.Peer) error {
 // discard hands a taken lease's instance back to the pool, which destroys
 // it in the background. The caller holds l.op.
 func (d *Daemon) discard(l *lease) error {
-	if err := l.entry.pool.Release(l.ID); err != nil && !errors.Is(err, pool.ErrClosed) {
+	l.dropNext() // a replacement made ready ahead goes too
+	if err := l.entry.pool.Release(l.in.State.ID); err != nil && !errors.Is(err, pool.ErrClosed) {
 		return err
 	}
 	return nil
@@ -189,7 +193,8 @@ func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
 		_ = d.discard(l)
 		return nil, fmt.Errorf("keep lease %s: its instance is %s (a reset failed); it is being removed", id, l.in.State.Status)
 	}
-	in, err := l.entry.pool.Forget(id)
+	l.dropNext()
+	in, err := l.entry.pool.Forget(l.in.State.ID) // the lease's id unless it was replaced (freshahead.go)
 	if err != nil {
 		return nil, errs.NotFound("lease %s: %v", id, err)
 	}
@@ -203,6 +208,7 @@ func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
 	d.o.Log.Info("kept", "id", id)
 	out := l.Lease
 	out.Kept, out.HolderPID, out.ExpiresAt = true, 0, nil
+	out.ID = in.State.ID
 	return &out, nil
 }
 

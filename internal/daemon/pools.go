@@ -193,6 +193,7 @@ func (d *Daemon) warm(ctx context.Context, e *entry, in *instance.Instance, prew
 func (d *Daemon) recyclePooled(ctx context.Context, e *entry, in *instance.Instance) (*instance.Instance, error) {
 	d.mu.Lock()
 	delete(d.spares, in.State.ID) // its fresh databases go with the restore
+	d.walAt.Delete(in.State.ID)
 	d.mu.Unlock()
 	nin, err := in.Recycle(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe})
 	if errors.Is(err, errs.ErrUnsupported) {
@@ -231,6 +232,7 @@ func (d *Daemon) destroyPooled(ctx context.Context, in *instance.Instance) error
 	d.mu.Lock()
 	delete(d.spares, in.State.ID)
 	d.mu.Unlock()
+	d.walAt.Delete(in.State.ID)
 	return in.Destroy(ctx, d.o.Store)
 }
 

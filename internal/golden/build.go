@@ -249,6 +249,9 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if err != nil {
 		return nil, fmt.Errorf("checksum golden: %w", err)
 	}
+	if n := shareIdentical(data, files, r); n > 0 {
+		o.Log.Info("slots share their files' extents", "bytes", n)
+	}
 	m := newManifest(eng, r, key, version, inputs)
 	m.BuildSeconds, m.TotalBytes, m.Files = time.Since(start).Seconds(), total, files
 	m.GroupShared = shared
@@ -267,7 +270,7 @@ func newManifest(eng engine.Engine, r *recipe.Recipe, key, version string, input
 	m := &Manifest{
 		Format: formatVersion, Key: key, Engine: eng.Name(), EngineVersion: version,
 		InitOptions: eng.InitOptions(ClusterOf(r)), Recipe: r.Path, Database: r.Database, Owner: r.Owner,
-		Inputs: inputs, Created: time.Now().UTC(),
+		Inputs: inputs, Created: time.Now().UTC(), Slots: SlotNames(r.Fresh.Slots),
 	}
 	for _, st := range r.Steps {
 		if st.Kind == recipe.StepRun {
@@ -377,6 +380,9 @@ func loadSteps(ctx context.Context, ld engine.Loader, srv *engine.Server, r *rec
 func stopBuildServer(ctx context.Context, u store.User, eng engine.Engine, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
 	o.Progress.Step("freeze, analyze and checkpoint")
 	if err := ld.Finish(ctx, srv, BuildOf(r)); err != nil {
+		return err
+	}
+	if err := makeSlots(ctx, eng, srv, r, o); err != nil { // copies of the frozen database
 		return err
 	}
 	o.Progress.Step("clean shutdown")

@@ -34,6 +34,7 @@ type keyMaterial struct {
 	Init          map[string]string `json:"init"`
 	Freeze        bool              `json:"freeze"`
 	Steps         []keyStep         `json:"steps"`
+	Slots         int               `json:"slots,omitempty"` // omitted at 0: older keys stay
 }
 
 type keyStep struct {
@@ -51,7 +52,7 @@ func Key(ctx context.Context, eng engine.Engine, r *recipe.Recipe, hc *HashCache
 	}
 	m := keyMaterial{
 		Format: formatVersion, Engine: eng.Name(), ServerVersion: version,
-		Init: eng.InitOptions(ClusterOf(r)), Freeze: r.Freeze,
+		Init: eng.InitOptions(ClusterOf(r)), Freeze: r.Freeze, Slots: r.Fresh.Slots,
 	}
 	var inputs []Input
 	for i, st := range r.Steps {

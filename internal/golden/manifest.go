@@ -51,6 +51,9 @@ type Manifest struct {
 	// ReusedSteps is how many leading steps came from an intermediate
 	// golden instead of running.
 	ReusedSteps int `json:"reused_steps,omitempty"`
+	// Slots are copies of Database made at build time ([fresh] slots):
+	// a lease hands out one per fresh call.
+	Slots []string `json:"slots,omitempty"`
 }
 
 // StepState says which state of its recipe an intermediate golden holds.

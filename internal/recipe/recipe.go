@@ -36,6 +36,7 @@ type Recipe struct {
 	Settings map[string]string // server settings for instances (not part of the key)
 	Steps    []Step
 	Pool     Pool
+	Fresh    Fresh // [fresh]: slots built into the golden (part of the key)
 	Cache    Cache // registries the golden is pulled from / pushed to (not part of the key)
 	// Gitignore: files the recipe dir's .gitignore names are not inputs
 	// either (gitignore = true); .dbforkignore and DefaultIgnores always
@@ -108,6 +109,7 @@ type rawRecipe struct {
 	Settings map[string]any `toml:"settings"`
 	Load     []rawStep      `toml:"load"`
 	Pool     *rawPool       `toml:"pool"`
+	Fresh    *rawFresh      `toml:"fresh"`
 	Cache    *rawCache      `toml:"cache"`
 	Gitign   bool           `toml:"gitignore"`
 	Env      stringList     `toml:"env"`
@@ -194,7 +196,7 @@ func Parse(path string, data []byte) (*Recipe, error) {
 		for i, k := range undec {
 			keys[i] = k.String()
 		}
-		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, gitignore, env, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm/hot, [cache] from/to)", name, keys[0])
+		return nil, errs.Invalid("%s: unknown key %q (known: engine, version, bindir, database, owner, locale, encoding, freeze, gitignore, env, settings, [[load]] sql/dump/run/inputs/name, [pool] min/max/prewarm/hot, [fresh] slots, [cache] from/to)", name, keys[0])
 	}
 	r := &Recipe{Path: path, Dir: filepath.Dir(path), Gitignore: raw.Gitign}
 	for _, n := range raw.Env {
@@ -279,6 +281,9 @@ func (r *Recipe) fill(name string, raw *rawRecipe) error {
 				return errs.Invalid("%s: [cache] %s = %q: give a repository as registry/name (no scheme, no spaces)", name, k, v)
 			}
 		}
+	}
+	if err := r.fillFresh(name, raw.Fresh); err != nil {
+		return err
 	}
 	return r.fillPool(name, raw.Pool)
 }

@@ -160,6 +160,10 @@ class Client {
   // A database cloned inside the lease's server (lease.fresh === 'database').
   createDatabase(id) { return this.call('POST', `/v1/leases/${encodeURIComponent(id)}/databases`, {}); }
 
+  // Fresh data for the lease's next test, the way the daemon finds
+  // cheapest: {mode: 'slot'|'database'|'reset'|'none', name, dsn, env, conn}.
+  fresh(id) { return this.call('POST', `/v1/leases/${encodeURIComponent(id)}/fresh`, {}); }
+
   dropDatabase(id, name) {
     return this.call('DELETE', `/v1/leases/${encodeURIComponent(id)}/databases/${encodeURIComponent(name)}`);
   }

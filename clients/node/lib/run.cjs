@@ -118,39 +118,33 @@ async function lease({ env = process.env } = {}) {
 }
 
 // freshDatabase gives the calling test the golden's data by the fastest
-// mode the worker's lease offers (docs/api.md, "A fresh database per
-// test"): mode "database" clones a database inside the server (the one
-// handed out before in this worker is dropped); mode "reset" puts the
-// lease's instance back in place (its open connections break). Either
-// way DATABASE_URL and the engine's variables point at the fresh data.
+// mode the daemon finds for the worker's lease (docs/api.md, "A fresh
+// database per test"; POST /v1/leases/{id}/fresh): mode "slot" is the
+// next unused copy of the database built into the golden ([fresh] slots);
+// "database" a database cloned inside the server (the one handed out
+// before in this worker is dropped); "reset" puts the lease's instance
+// back in place (its open connections break), or finds it untouched.
+// Either way DATABASE_URL and the engine's variables point at the fresh
+// data.
 async function freshDatabase({ env = process.env } = {}) {
   await lease({ env });
   const st = loadState(env);
   const c = new Client(st.socket);
-  if (st.database) {
-    const old = st.database;
-    st.database = null;
-    saveState(st, env);
-    await c.dropDatabase(st.lease.id, old.name).catch(() => {});
-  }
-  let fresh;
-  if (st.lease.fresh === 'database') {
-    const db = await c.createDatabase(st.lease.id);
-    st.database = db;
-    fresh = { mode: 'database', dsn: db.dsn, env: db.env, name: db.name, lease: st.lease };
-    fresh.drop = async () => {
-      const cur = loadState(env);
-      if (cur && cur.database && cur.database.name === db.name) {
-        cur.database = null;
-        saveState(cur, env);
-      }
-      await c.dropDatabase(st.lease.id, db.name);
-      exportEnv(st.lease.env, env);
-    };
-  } else {
-    st.lease = await c.reset(st.lease.id);
-    fresh = { mode: 'reset', dsn: st.lease.dsn, env: st.lease.env, name: null, lease: st.lease, drop: async () => {} };
-  }
+  st.database = null; // the daemon retires the previous one
+  const f = await c.fresh(st.lease.id);
+  const mode = f.mode === 'none' ? 'reset' : f.mode; // untouched: the golden's data already
+  const named = mode === 'slot' || mode === 'database';
+  const fresh = { mode, dsn: f.dsn, env: f.env, name: named ? f.name : null, lease: st.lease };
+  if (named) st.database = { name: f.name, env: f.env };
+  fresh.drop = async () => {
+    const cur = loadState(env);
+    if (cur && cur.database && cur.database.name === f.name) {
+      cur.database = null;
+      saveState(cur, env);
+    }
+    if (mode === 'database') await c.dropDatabase(st.lease.id, f.name).catch(() => {});
+    exportEnv(st.lease.env, env);
+  };
   saveState(st, env);
   exportEnv(fresh.env, env);
   return fresh;

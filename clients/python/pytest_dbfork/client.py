@@ -61,6 +61,24 @@ class Database:
         return cls(name=d["name"], dsn=d["dsn"], env=dict(d.get("env") or {}), ms=float(d.get("ms", 0.0)))
 
 
+@dataclass
+class FreshDB:
+    """The answer of the one server-side fresh call: the database the
+    next test uses and how the daemon made it fresh ("slot", "database",
+    "reset" or "none": the lease was untouched)."""
+    mode: str
+    name: str
+    dsn: str
+    env: Dict[str, str] = field(default_factory=dict)
+    conn: dict = field(default_factory=dict)
+    ms: float = 0.0
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(mode=d["mode"], name=d["name"], dsn=d["dsn"], env=dict(d.get("env") or {}),
+                   conn=dict(d.get("conn") or {}), ms=float(d.get("ms", 0.0)))
+
+
 class _UnixConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout):
         super().__init__("dbfork", timeout=timeout)
@@ -158,6 +176,12 @@ class Client:
         """A fresh database inside the lease's server (kind "unsupported"
         unless the lease's fresh is "database")."""
         return Database.from_json(self._call("POST", "/v1/leases/%s/databases" % lease_id, {}))
+
+    def fresh(self, lease_id) -> FreshDB:
+        """Fresh data for the lease's next test, the way the daemon finds
+        cheapest (a slot, a database cloned in the server, a reset in
+        place, or nothing); the previous fresh database is retired."""
+        return FreshDB.from_json(self._call("POST", "/v1/leases/%s/fresh" % lease_id, {}))
 
     def drop_database(self, lease_id, name):
         self._call("DELETE", "/v1/leases/%s/databases/%s" % (lease_id, name))

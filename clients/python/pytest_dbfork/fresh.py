@@ -2,10 +2,12 @@
 fastest way the lease offers (docs/api.md, "A fresh database per test").
 
 Each pytest process (each xdist worker) holds one lease for these tests.
-If the lease's "fresh" is "database" (PostgreSQL 18 on a store that shares
-extents), every test gets its own database cloned inside the running
-server, dropped after the test. Otherwise the lease is reset in place
-before each test after its first: same DSN, the golden's data.
+Before each test the daemon decides how its data is made fresh (POST
+/v1/leases/{id}/fresh): the next unused slot of a golden built with
+[fresh] slots ("slot"), a database cloned inside the running server
+("database", PostgreSQL 18 on a store that shares extents, dropped after
+the test), or the lease reset in place ("reset": same DSN; the first test
+of an untouched lease needs none).
 """
 
 import os
@@ -20,10 +22,10 @@ class Fresh:
 
     def __init__(self, lease, mode, dsn, env, database):
         self.lease = lease
-        self.mode = mode          # "database" or "reset"
+        self.mode = mode          # "slot", "database" or "reset"
         self.dsn = dsn
         self.env = env
-        self.database = database  # the fresh database's name (mode "database")
+        self.database = database  # the fresh database's name (modes "slot", "database")
 
     def __repr__(self):
         return "<dbfork fresh %s %s>" % (self.mode, self.dsn)
@@ -32,7 +34,6 @@ class Fresh:
 class _State:
     def __init__(self):
         self.lease = None
-        self.used = False   # reset mode: the lease was handed to a test since its last reset
         self.counts = {}    # mode -> tests
 
 
@@ -61,14 +62,11 @@ def dbfork_fresh(request, monkeypatch, _dbfork_fresh_lease):
     st = _state(request.config)
     lease = _dbfork_fresh_lease
     try:
-        if lease.fresh == "database":
-            db = d.client.create_database(lease.id)
-            f = Fresh(lease, "database", db.dsn, db.env, db.name)
+        fd = d.client.fresh(lease.id)
+        if fd.mode == "none":  # untouched: the lease's own database, as the golden has it
+            f = Fresh(lease, "reset", fd.dsn, fd.env, None)
         else:
-            if st.used:
-                lease = d.client.reset(lease.id)
-            st.used = True
-            f = Fresh(lease, "reset", lease.dsn, lease.env, None)
+            f = Fresh(lease, fd.mode, fd.dsn, fd.env, fd.name if fd.mode in ("slot", "database") else None)
     except DbforkError as e:
         pytest.fail("dbfork: %s" % e, pytrace=False)
     st.counts[f.mode] = st.counts.get(f.mode, 0) + 1
@@ -82,7 +80,8 @@ def dbfork_fresh(request, monkeypatch, _dbfork_fresh_lease):
             pass  # the lease ended: its databases went with it
 
 
-_MODES = {"database": "a database cloned inside the server (PostgreSQL 18)",
+_MODES = {"slot": "a slot built into the golden",
+          "database": "a database cloned inside the server (PostgreSQL 18)",
           "reset": "resetting the instance in place"}
 
 

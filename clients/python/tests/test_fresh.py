@@ -58,3 +58,15 @@ def test_fresh_by_database(world, tmp_path):
     assert "dbfork: 6 test(s) got fresh data by a database cloned inside the server" in r.stdout, r.stdout
     world.wait_daemon_gone()
     assert world.instances() == []
+
+
+def test_fresh_by_slot(world, tmp_path):
+    # A golden built with slots: each test gets the next slot of one lease.
+    with open(world.recipe, "a") as f:
+        f.write("\n[fresh]\nslots = 8\n")
+    r = run_fresh(world, tmp_path, "slot", "-p", "no:xdist")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "6 passed" in r.stdout, r.stdout
+    assert re.search(r"dbfork: 6 test\(s\) got fresh data by a slot built into the golden \(fresh = slot\)", r.stdout), r.stdout
+    world.wait_daemon_gone()
+    assert world.instances() == []

@@ -115,4 +115,9 @@ sub reset { $_[0]->call( POST => "/v1/leases/$_[1]/reset", {} ) }
 sub create_database { $_[0]->call( POST => "/v1/leases/$_[1]/databases", {} ) }
 sub drop_database   { $_[0]->call( DELETE => "/v1/leases/$_[1]/databases/$_[2]" ) }
 
+# fresh(ID) -> {mode, name, dsn, env, conn}: fresh data for the lease's
+# next test, the way the daemon finds cheapest: "slot", "database",
+# "reset", or "none" (the lease was untouched).
+sub fresh { $_[0]->call( POST => "/v1/leases/$_[1]/fresh", {} ) }
+
 1;

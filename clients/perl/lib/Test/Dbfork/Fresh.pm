@@ -6,9 +6,11 @@ package Test::Dbfork::Fresh;
 #   for my $case (@cases) {
 #       my $db = Test::Dbfork->fresh;    # or Test::Dbfork::Fresh->new
 #       my $dbh = DBI->connect( $db->dsn, $db->user, $db->password );
-#       ...                              # $db->mode is 'database' or 'reset'
+#       ...                              # $db->mode: 'slot', 'database' or 'reset'
 #   }                                    # a fresh database is dropped here
 #
+# The daemon picks the mode. Mode 'slot' (a golden built with [fresh]
+# slots): the next unused copy of the database made at build time.
 # Mode 'database' (PostgreSQL 18 on a store that shares extents): a new
 # database cloned inside the running server, dropped when $db goes out of
 # scope. Mode 'reset': the process's instance is reset in place (same
@@ -27,17 +29,12 @@ sub new {
       or die "Test::Dbfork->fresh: this process holds no lease (run under prove -PDbfork=dbfork.toml, or `use Test::Dbfork` with DBFORK_RECIPE set)\n";
     my $client = Test::Dbfork::Client->new( socket => $ENV{DBFORK_SOCKET} || Test::Dbfork::Client->find_socket( store => $ENV{DBFORK_STORE} ) );
     my $self = bless { client => $client, lease => $lease, pid => $$, saved => {} }, $class;
-    my $env;
-    if ( ( $lease->{fresh} || 'reset' ) eq 'database' ) {
-        my $db = $client->create_database( $lease->{id} );
-        @$self{qw(mode name)} = ( 'database', $db->{name} );
-        $env = $db->{env};
-    }
-    else {
-        my $l = $client->reset( $lease->{id} );
-        $self->{mode} = 'reset';
-        $env = $l->{env};
-    }
+    # The daemon decides how (POST /v1/leases/{id}/fresh); an untouched
+    # lease ("none") is the golden's data already, as after a reset.
+    my $f   = $client->fresh( $lease->{id} );
+    my $env = $f->{env};
+    $self->{mode} = $f->{mode} eq 'none' ? 'reset' : $f->{mode};
+    $self->{name} = $f->{name} if $self->{mode} eq 'database' || $self->{mode} eq 'slot';
     my ( $dsn, $user, $password ) = Test::Dbfork::dbi_dsn( { engine => $lease->{engine}, env => $env } );
     my %set = ( %$env, PERL_TEST_DBFORK_DSN => $dsn, PERL_TEST_DBFORK_USER => $user,
         PERL_TEST_DBFORK_PASSWORD => defined $password ? $password : '' );

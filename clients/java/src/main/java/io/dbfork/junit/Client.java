@@ -79,6 +79,14 @@ public final class Client {
     return new Lease.Database(Json.object(call("POST", "/v1/leases/" + id + "/databases", "{}")));
   }
 
+  /**
+   * Fresh data for the lease's next test, the way the daemon finds cheapest: the next slot of the
+   * golden, a database cloned in the server, a reset in place, or nothing (mode "none").
+   */
+  public Lease.Database fresh(String id) {
+    return new Lease.Database(Json.object(call("POST", "/v1/leases/" + id + "/fresh", "{}")));
+  }
+
   public void dropDatabase(String id, String name) {
     call("DELETE", "/v1/leases/" + id + "/databases/" + name, null);
   }

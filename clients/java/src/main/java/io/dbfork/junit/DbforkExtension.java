@@ -71,7 +71,6 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
   /** A lease used by one test at a time (freshPerTest). */
   static final class Slot {
     Lease lease;
-    boolean used;
 
     Slot(Lease lease) {
       this.lease = lease;
@@ -128,17 +127,12 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
     if (slot == null) {
       slot = new Slot(st.acquire());
     }
-    Held held;
-    if ("database".equals(slot.lease.fresh())) {
-      Lease.Database d = st.client.createDatabase(slot.lease.id());
-      held = new Held(slot, new DbforkDatabase(slot.lease, d.dsn(), d.env(), "database"), d.name());
-    } else {
-      if (slot.used) {
-        slot.lease = st.client.reset(slot.lease.id());
-      }
-      held = new Held(slot, new DbforkDatabase(slot.lease, slot.lease.dsn(), slot.lease.env(), "reset"), null);
-    }
-    slot.used = true;
+    // The daemon decides how (POST /v1/leases/{id}/fresh); an untouched lease ("none") has the
+    // golden's data already, as after a reset.
+    Lease.Database f = st.client.fresh(slot.lease.id());
+    String mode = "none".equals(f.mode()) ? "reset" : f.mode();
+    Held held = new Held(slot, new DbforkDatabase(slot.lease, f.dsn(), f.env(), mode),
+        "database".equals(mode) ? f.name() : null);
     ctx.getStore(NS).put(Held.class, held);
   }
 

@@ -50,7 +50,7 @@ public final class Lease {
     return m;
   }
 
-  /** A database cloned inside a leased server. */
+  /** A database cloned inside a leased server, or the answer of the fresh call. */
   public static final class Database {
     private final Map<String, Object> json;
 
@@ -68,6 +68,12 @@ public final class Lease {
 
     public Map<String, String> env() {
       return strings(json.get("env"));
+    }
+
+    /** How the fresh call made it fresh: "slot", "database", "reset" or "none" (untouched). */
+    public String mode() {
+      Object m = json.get("mode");
+      return m == null ? "database" : (String) m;
     }
   }
 

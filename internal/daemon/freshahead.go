@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/dbfork/dbfork/internal/api"
+)
+
+// A lease whose slots run low takes a second instance from its pool in
+// the background, so that the fresh call that finds every slot used
+// swaps instances (a pointer and a few fields) instead of resetting.
+// Resetting in place ahead of need is not possible: the instance's
+// server serves the test running in the last slot handed out.
+//
+// Only leases that reset (no spares): one that clones databases in its
+// server falls back to that, which costs less than a second instance.
+// Only a ready instance is taken, and only for a moment: a replacement
+// never takes capacity a caller of Acquire is waiting for.
+
+// lowSlots: at most this share of the slots left (1/lowSlots) starts the
+// replacement.
+const lowSlots = 4
+
+// refreshAhead starts taking a replacement for l's instance when left
+// slots of its golden's are all that remain unused. The caller holds l.op.
+func (d *Daemon) refreshAhead(l *lease, left int) {
+	st := &l.fr
+	n := len(l.entry.golden.Manifest.Slots)
+	if l.spares != nil || st.next != nil || st.fetching || left*lowSlots > n {
+		return
+	}
+	if l.entry.pool.Stats().Ready == 0 {
+		return // the pool is warming one for us (min) or full: fall back later
+	}
+	st.fetching = true
+	go func() {
+		ctx, cancel := context.WithTimeout(l.life, 200*time.Millisecond)
+		in, err := l.entry.pool.Acquire(ctx)
+		cancel()
+		l.op.Lock()
+		defer l.op.Unlock()
+		st.fetching = false
+		if err != nil {
+			return
+		}
+		if l.life.Err() != nil || !in.State.Alive() {
+			_ = l.entry.pool.Release(in.State.ID) // the lease ended meanwhile
+			return
+		}
+		st.next = in
+		d.o.Log.Info("replacement ready for a lease low on slots", "id", l.ID, "instance", in.State.ID)
+	}()
+}
+
+// swapNext puts the replacement in place of l's instance, whose every
+// slot is used: that one goes back to the pool (destroyed). The lease
+// keeps its id; its connection fields are the new instance's. The
+// caller holds l.op.
+func (d *Daemon) swapNext(l *lease) {
+	st := &l.fr
+	st.retiring.Wait() // closes of the old server's slots end first: no warnings from a server going away
+	old := l.in
+	l.in, st.next = st.next, nil
+	st.used, st.slot, st.walAt = 0, "", ""
+	if at, ok := d.walAt.LoadAndDelete(l.in.State.ID); ok {
+		st.walAt = at.(string)
+	}
+	_ = l.entry.pool.Release(old.State.ID)
+	ns := l.in.State
+	d.mu.Lock()
+	if ns.Conn != nil {
+		l.DSN, l.SocketDSN = ns.Conn.URL, ns.Conn.SocketURL
+	}
+	l.Env = d.clientEnv(ns.ClientEnv(), peerOfLease(l))
+	l.Env["DBFORK_INSTANCE"] = l.ID // lease calls go by the lease's id
+	l.InstanceDir, l.Backend = ns.Dir, ns.Backend
+	d.mu.Unlock()
+	d.o.Log.Info("lease moved to its replacement instance", "id", l.ID, "old", old.State.ID, "instance", ns.ID)
+}
+
+// dropNext gives back a replacement the lease will not use (it ends).
+// The caller holds l.op.
+func (l *lease) dropNext() {
+	if in := l.fr.next; in != nil {
+		l.fr.next = nil
+		_ = l.entry.pool.Release(in.State.ID)
+	}
+}
+
+// peerOfLease is the lease's holder as clientEnv needs it: a socket peer
+// of uid owner, or a TCP caller (owner -1).
+func peerOfLease(l *lease) api.Peer {
+	return api.Peer{Unix: l.owner >= 0, UID: max(l.owner, 0)}
+}

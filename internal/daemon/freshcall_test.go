@@ -1,0 +1,290 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/testenv"
+)
+
+const slotsToml = "[fresh]\nslots = 4\n[pool]\nmin = 0\nmax = 2\n"
+
+// fresh calls the one server-side fresh call and checks the answer
+// names a database that has the golden's rows only.
+func fresh(t *testing.T, w *world, id, wantMode string) *api.FreshDB {
+	t.Helper()
+	db, err := w.c.Fresh(context.Background(), id)
+	if err != nil {
+		t.Fatalf("fresh: %v", err)
+	}
+	if db.Mode != wantMode {
+		t.Fatalf("fresh mode %q (%s), want %q", db.Mode, db.Name, wantMode)
+	}
+	if db.Conn.Database != db.Name || db.Env["PGDATABASE"] != db.Name || db.Conn.Port == 0 {
+		t.Fatalf("fresh answer does not name its database: %+v", db)
+	}
+	if got := query(t, db.DSN, "select who from notes order by id"); len(got) != 1 || got[0] != "golden" {
+		t.Fatalf("fresh %s database %s has %v, want the golden's row only", db.Mode, db.Name, got)
+	}
+	return db
+}
+
+// A golden with slots: each fresh call hands out the next unused slot,
+// none twice, and what a test writes into its slot is in no other slot,
+// not in the lease's own database, not in the next lease; once all are
+// used the instance is reset in place (the fallback), which makes them
+// all unused again.
+func TestFreshSlots(t *testing.T) {
+	for _, b := range []string{"copy", "reflink"} {
+		t.Run(b, func(t *testing.T) {
+			testenv.RequireRoot(t)
+			root := testenv.Dir(t)
+			if b == "reflink" {
+				root = testenv.LoopFS(t, "xfs", 1<<30)
+			}
+			w := newWorldAt(t, root, "", slotsToml)
+			l := w.acquire(api.AcquireRequest{Backend: b})
+			if l.Slots != 4 {
+				t.Fatalf("lease slots %d, want 4", l.Slots)
+			}
+			for round := 0; round < 2; round++ {
+				seen := map[string]bool{}
+				for i := 0; i < 4; i++ {
+					db := fresh(t, w, l.ID, api.ModeSlot)
+					if seen[db.Name] || db.Name == "shop" || db.SlotsLeft != 3-i {
+						t.Fatalf("round %d call %d: slot %s (left %d) served twice or wrong (seen %v)", round, i, db.Name, db.SlotsLeft, seen)
+					}
+					seen[db.Name] = true
+					exec1(t, db.DSN, fmt.Sprintf("insert into notes(who) values ('test %d')", i))
+				}
+				if got := query(t, l.DSN, "select count(*) from notes"); got[0] != "1" {
+					t.Fatalf("the lease's own database has %s rows after tests wrote into slots", got[0])
+				}
+				// All used: the instance is reset, every slot is clean again.
+				db := fresh(t, w, l.ID, api.ModeReset)
+				if db.Name != "shop" || db.SlotsLeft != 4 {
+					t.Fatalf("after the slots ran out: %+v", db)
+				}
+			}
+			if err := w.c.Release(context.Background(), l.ID); err != nil {
+				t.Fatal(err)
+			}
+			l2 := w.acquire(api.AcquireRequest{Backend: b})
+			for i := 0; i < 4; i++ {
+				fresh(t, w, l2.ID, api.ModeSlot) // checks: the golden's row only
+			}
+		})
+	}
+}
+
+// A slot that was handed out is closed by the next fresh call: a test
+// (or a client killed mid-test) cannot keep writing into it, or hand it
+// on, and its open connections are ended.
+func TestFreshSlotRetired(t *testing.T) {
+	w := newWorld(t, slotsToml)
+	l := w.acquire(api.AcquireRequest{Backend: "copy"})
+	ctx := context.Background()
+	first := fresh(t, w, l.ID, api.ModeSlot)
+	c, err := pgx.Connect(ctx, first.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	fresh(t, w, l.ID, api.ModeSlot)
+	waitFor(t, "the used slot to refuse connections", func() bool {
+		c2, err := pgx.Connect(ctx, first.DSN)
+		if err == nil {
+			c2.Close(ctx)
+		}
+		return err != nil
+	})
+	if _, err := c.Exec(ctx, "insert into notes(who) values ('late')"); err == nil {
+		t.Fatal("a connection to a used slot still writes after the next fresh call")
+	}
+}
+
+// Without slots, on PostgreSQL 15: a call has nothing to do while the
+// lease is untouched (handed out, or reset, and nothing written since),
+// and resets in place once anything was written, through any database.
+func TestFreshModesReset(t *testing.T) {
+	w := newWorld(t, "[pool]\nmin = 0\nmax = 2\n")
+	l := w.acquire(api.AcquireRequest{Backend: "copy"})
+	if l.Slots != 0 {
+		t.Fatalf("slots %d without [fresh]", l.Slots)
+	}
+	db := fresh(t, w, l.ID, api.ModeNone)
+	fresh(t, w, l.ID, api.ModeNone) // read only: still untouched
+	exec1(t, db.DSN, "insert into notes(who) values ('test')")
+	db = fresh(t, w, l.ID, api.ModeReset)
+	exec1(t, db.DSN, "create table other(a int)")
+	db = fresh(t, w, l.ID, api.ModeReset)
+	fresh(t, w, l.ID, api.ModeNone)
+	// A lease written through its own DSN before its first fresh call
+	// (a worker's setup) is not untouched.
+	l2 := w.acquire(api.AcquireRequest{Backend: "copy"})
+	exec1(t, l2.DSN, "insert into notes(who) values ('setup')")
+	fresh(t, w, l2.ID, api.ModeReset)
+}
+
+// PostgreSQL 18 on XFS with two slots: slots first, then databases cloned
+// in the server; the previous database goes.
+func TestFreshModesPG18(t *testing.T) {
+	w := pg18World(t, "[fresh]\nslots = 2\n[pool]\nmin = 0\nmax = 1\n")
+	l := w.acquire(api.AcquireRequest{})
+	if l.Fresh != api.FreshDatabase || l.Slots != 2 {
+		t.Fatalf("lease fresh %q slots %d", l.Fresh, l.Slots)
+	}
+	for i := 0; i < 2; i++ {
+		db := fresh(t, w, l.ID, api.ModeSlot)
+		exec1(t, db.DSN, "insert into notes(who) values ('test')")
+	}
+	var prev string
+	for i := 0; i < 3; i++ {
+		db := fresh(t, w, l.ID, api.ModeDatabase)
+		exec1(t, db.DSN, "insert into notes(who) values ('test')")
+		if prev != "" {
+			name := prev
+			waitFor(t, "the previous fresh database to be dropped", func() bool {
+				return query(t, l.DSN, fmt.Sprintf("select count(*) from pg_database where datname = '%s'", name))[0] == "0"
+			})
+		}
+		prev = db.Name
+	}
+	if got := query(t, l.DSN, "select count(*) from notes"); got[0] != "1" {
+		t.Fatalf("lease database has %s rows", got[0])
+	}
+}
+
+// A lease low on slots takes a ready instance from its pool in the
+// background: the call that finds every slot used moves the lease to it
+// and hands out its first slot, with no reset; the old instance goes.
+func TestFreshSlotsRefreshAhead(t *testing.T) {
+	w := newWorld(t, "[fresh]\nslots = 4\n[pool]\nmin = 1\nmax = 3\n")
+	l := w.acquire(api.AcquireRequest{Backend: "copy"})
+	w.waitPool("a ready instance", func(p api.PoolInfo) bool { return p.Ready >= 1 })
+	first := map[string]bool{}
+	var port int
+	for i := 0; i < 4; i++ {
+		db := fresh(t, w, l.ID, api.ModeSlot)
+		exec1(t, db.DSN, "insert into notes(who) values ('test')")
+		first[db.Name], port = true, db.Conn.Port
+	}
+	w.waitPool("the replacement taken", func(p api.PoolInfo) bool { return p.Leased == 2 })
+	db := fresh(t, w, l.ID, api.ModeSlot)
+	if db.Conn.Port == port || db.Name != "slot_000" || db.Env["DBFORK_INSTANCE"] != l.ID {
+		t.Fatalf("after the slots ran out with a replacement ready: %+v (old port %d)", db, port)
+	}
+	ls, err := w.c.Leases(context.Background())
+	if err != nil || len(ls) != 1 || ls[0].ID != l.ID || ls[0].DSN == l.DSN {
+		t.Fatalf("lease after the move: %+v %v", ls, err)
+	}
+	w.waitPool("the old instance gone", func(p api.PoolInfo) bool { return p.Leased == 1 })
+	if err := w.c.Release(context.Background(), l.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Many fresh calls at once on one lease, with resets and the background
+// replacement racing them: no slot is served twice by one instance
+// between two of its refreshes.
+func TestFreshSlotsNeverTwice(t *testing.T) {
+	w := newWorld(t, "[fresh]\nslots = 4\n[pool]\nmin = 1\nmax = 3\n")
+	l := w.acquire(api.AcquireRequest{Backend: "copy"})
+	ctx := context.Background()
+	var mu sync.Mutex
+	served := map[string]int{} // port/slot -> times
+	refreshes := map[int]int{} // port -> resets (fresh fallback or Reset)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				if g == 0 && i%4 == 3 {
+					r, err := w.c.Reset(ctx, l.ID)
+					if err != nil {
+						t.Errorf("reset: %v", err)
+						return
+					}
+					mu.Lock()
+					refreshes[portOf(t, r.DSN)]++
+					mu.Unlock()
+					continue
+				}
+				db, err := w.c.Fresh(ctx, l.ID)
+				if err != nil {
+					t.Errorf("fresh: %v", err)
+					return
+				}
+				mu.Lock()
+				switch db.Mode {
+				case api.ModeSlot:
+					served[fmt.Sprintf("%d/%s", db.Conn.Port, db.Name)]++
+				case api.ModeReset:
+					refreshes[db.Conn.Port]++
+				default:
+					t.Errorf("mode %q on a lease with slots", db.Mode)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for k, n := range served {
+		var port int
+		fmt.Sscanf(k, "%d/", &port)
+		if n > 1+refreshes[port] {
+			t.Errorf("slot %s served %d times with %d refreshes of its instance", k, n, refreshes[port])
+		}
+	}
+	if len(served) == 0 {
+		t.Fatal("no slot served")
+	}
+}
+
+func portOf(t *testing.T, dsn string) int {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(cfg.Port)
+}
+
+// A test process killed while it writes into its slot: its lease is
+// reclaimed, and the next lease (of the same clone, recycled: max = 1)
+// gets that slot back as the golden has it.
+func TestFreshSlotsHolderKilled(t *testing.T) {
+	w := newWorld(t, "[fresh]\nslots = 4\n[pool]\nmin = 0\nmax = 1\n")
+	holder := exec.Command("sleep", "600")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	l := w.acquire(api.AcquireRequest{Backend: "copy", PID: holder.Process.Pid})
+	db := fresh(t, w, l.ID, api.ModeSlot)
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "begin; insert into notes(who) values ('committed'); commit; begin; insert into notes(who) values ('open')"); err != nil {
+		t.Fatal(err)
+	}
+	_ = holder.Process.Kill()
+	_ = holder.Wait()
+	waitFor(t, "the dead holder's lease reclaimed", func() bool {
+		ls, err := w.c.Leases(ctx)
+		return err == nil && len(ls) == 0
+	})
+	l2 := w.acquire(api.AcquireRequest{Backend: "copy"})
+	if got := fresh(t, w, l2.ID, api.ModeSlot); got.Name != db.Name {
+		t.Fatalf("next lease's first slot %s, want %s again (restored)", got.Name, db.Name)
+	}
+}

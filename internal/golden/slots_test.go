@@ -1,0 +1,91 @@
+package golden_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dbfork/dbfork/internal/golden"
+	"github.com/dbfork/dbfork/internal/testenv"
+)
+
+// A recipe with [fresh] slots on PostgreSQL 15 (which copies bytes) on
+// an XFS store: the manifest lists the slots, the key differs from the
+// same recipe without them, each slot holds the loaded rows, and the
+// slots' files share their extents with the database's (the golden does
+// not hold its database 1+N times).
+func TestBuildSlots(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := testenv.LoopFS(t, "xfs", 1<<30)
+	s, pg := openIn(t, root)
+	ctx := context.Background()
+	path := testenv.ShopRecipe(t, filepath.Join(root, "proj"), 20000)
+	plain, err := golden.Build(ctx, s, pg, load(t, path), golden.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, "\n[fresh]\nslots = 3\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := golden.Build(ctx, s, pg, load(t, path), golden.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Golden.Manifest
+	if res.Golden.Key == plain.Golden.Key || !slices.Equal(m.Slots, []string{"slot_000", "slot_001", "slot_002"}) {
+		t.Fatalf("key %s (without slots %s), slots %v", res.Golden.Key, plain.Golden.Key, m.Slots)
+	}
+	for _, db := range append([]string{"shop"}, m.Slots...) {
+		withServer(t, pg, res.Golden.DataDir(), s, db, func(env []string) {
+			out, err := psqlOut(env, "select count(*) from items")
+			if err != nil || strings.TrimSpace(out) != "20001" {
+				t.Errorf("%s: items %q %v, want the 20001 loaded rows", db, out, err)
+			}
+		})
+	}
+	// The biggest file of the database and its copies in each slot
+	// (same size and content): shared extents.
+	var top golden.File
+	for _, f := range m.Files {
+		if f.Size > top.Size && strings.HasPrefix(f.Path, "base/") {
+			top = f
+		}
+	}
+	var big []string
+	for _, f := range m.Files {
+		if f.SHA256 == top.SHA256 {
+			big = append(big, f.Path)
+		}
+	}
+	if len(big) < 4 {
+		t.Fatalf("want a big file per database, got %v", big)
+	}
+	shared := 0
+	for _, p := range big {
+		out, err := exec.Command("filefrag", "-v", filepath.Join(res.Golden.DataDir(), p)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("filefrag: %v %s", err, out)
+		}
+		if strings.Contains(string(out), "shared") {
+			shared++
+		}
+	}
+	if shared < len(big) {
+		t.Errorf("%d of %d big database files share extents, want all", shared, len(big))
+	}
+}
+
+func psqlOut(env []string, sql string) (string, error) {
+	c := exec.Command("psql", "-XAtc", sql)
+	c.Env = env
+	out, err := c.Output()
+	return string(out), err
+}
