@@ -66,7 +66,8 @@ as_user() {
 user_dbfork() {
   local b
   for b in "$1"/bin/dbfork "$1"/venv/lib/python3*/site-packages/pytest_dbfork/bin/dbfork \
-    "$1"/proj/node_modules/@dbfork/linux-*/bin/dbfork "$1"/.m2/dbfork/*/dbfork /usr/bin/dbfork; do
+    "$1"/proj/node_modules/@dbfork/linux-*/bin/dbfork "$1"/go/bin/dbfork "$1"/.cache/dbfork/bin/*/dbfork \
+    /usr/bin/dbfork; do
     [ -x "$b" ] && { echo "$b"; return 0; }
   done
   return 1
