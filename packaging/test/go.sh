@@ -1,6 +1,6 @@
 # scripts/test-install.sh: the release's module proxy directory in front,
-# a fresh GOPATH and module cache (root's module cache behind it as a
-# second, offline proxy for the dependencies):
+# a fresh GOPATH and module cache (a copy of root's downloaded modules
+# behind it as a second, offline proxy for the dependencies):
 #   go install github.com/dbfork/dbfork/cmd/dbfork@vVERSION
 #   go get github.com/dbfork/dbfork/dbforktest@vVERSION
 # then a fresh module's test gets a seeded database from dbforktest.New

@@ -21,7 +21,10 @@ block properties > "$proj/src/test/resources/junit-platform.properties"
 grep -q "<version>$VERSION</version>" "$proj/pom.xml" || fail "the README's pom names no dbfork-junit version"
 write_recipe "$proj"
 chown -R 65534:65534 "$h"
-out="$(IN="$proj" as_user "$h" mvn -B -ntp -Dmaven.repo.local="$m2" test 2>&1)" || fail "mvn test of the README's project: $(tail -40 <<<"$out")"
+# Java takes user.home from the account (nobody's is /nonexistent), not
+# from HOME: a real user's account names its home, this one is told.
+user_mvn() { IN="$proj" as_user "$h" env JAVA_TOOL_OPTIONS="-Duser.home=$h" mvn "$@"; }
+out="$(user_mvn -B -ntp -Dmaven.repo.local="$m2" test 2>&1)" || fail "mvn test of the README's project: $(tail -40 <<<"$out")"
 grep -q "Tests run: 2, Failures: 0, Errors: 0, Skipped: 0" <<<"$out" || fail "the README's project ran: $(tail -40 <<<"$out")"
 bin="$(ls "$h"/.cache/dbfork/bin/*/dbfork)" || fail "dbfork-junit unpacked no binary into the user's ~/.cache"
 as_user "$h" "$bin" version | grep -qF "dbfork $VERSION " || fail "the unpacked binary is not version $VERSION"
@@ -30,6 +33,6 @@ as_user "$h" "$bin" daemon stop >/dev/null 2>&1 || true
 # checks it against the artifact's sha256 and unpacks it again.
 want="$(sha256sum < "$bin")"
 printf x >> "$bin"
-out="$(IN="$proj" as_user "$h" mvn -B -o -ntp -Dmaven.repo.local="$m2" test 2>&1)" || fail "mvn test after the cached binary changed: $(tail -40 <<<"$out")"
+out="$(user_mvn -B -o -ntp -Dmaven.repo.local="$m2" test 2>&1)" || fail "mvn test after the cached binary changed: $(tail -40 <<<"$out")"
 [ "$(sha256sum < "$bin")" = "$want" ] || fail "dbfork-junit ran a cached binary that was changed"
 ls -d "$h"/.local/share/dbfork >/dev/null || fail "the user's store is not in its XDG_DATA_HOME"
