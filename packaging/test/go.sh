@@ -4,10 +4,9 @@
 #   go install github.com/dbfork/dbfork/cmd/dbfork@vVERSION
 #   go get github.com/dbfork/dbfork/dbforktest@vVERSION
 # then a fresh module's test gets a seeded database from dbforktest.New
-# through the installed binary. As nobody, with GOPATH, the module cache
-# and the build cache in that user's HOME; root's downloaded modules are
-# copied in as a second, offline proxy for the third-party dependencies
-# (copied: the user is given nothing of root's).
+# through the installed binary. As nobody, with GOPATH, the module cache,
+# the build cache and the store in that user's HOME (the downloaded
+# modules are copied: the user is given nothing of root's).
 h="$(new_home h-go)"
 proj="$h/proj"
 mkdir -p "$proj" "$h/deps"
