@@ -66,7 +66,9 @@ TOML
 mkdir -p "$dj/out"
 chown -R 65534:65534 "$dj"
 grep -q 'TEST_RUNNER = "pytest_dbfork.django.DbforkRunner"' "$dj/mysite/settings.py" || fail "the Django project uses no DbforkRunner"
-out="$(IN="$dj" as_user "$h" env PATH="$h/venv/bin:/usr/local/bin:/usr/bin:/bin" DBFORK_TEST_OUT="$dj/out" \
+djpath="$h/venv/bin:/usr/local/bin:/usr/bin:/bin"
+as_user "$h" env PATH="$djpath" sh -c '! command -v dbfork' >/dev/null || fail "a dbfork is on the Django run's PATH"
+out="$(IN="$dj" as_user "$h" env PATH="$djpath" DBFORK_TEST_OUT="$dj/out" \
   python manage.py test --parallel 2 -v 2 notes 2>&1)" || fail "manage.py test --parallel 2 with the wheel: $out"
 grep -q "Ran 8 tests" <<<"$out" && grep -q "^OK" <<<"$out" || fail "manage.py test --parallel 2 ran: $out"
 ! grep -q "Creating test database" <<<"$out" || fail "Django made its own test database: $out"
