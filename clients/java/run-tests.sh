@@ -12,6 +12,7 @@ unset DBFORK_SOCKET DBFORK_RECIPE
 cleanup() {
   "$DBFORK_BIN" daemon stop >/dev/null 2>&1 || true
   "$DBFORK_BIN" gc --all >/dev/null 2>&1 || true
+  "$DBFORK_BIN" store umount >/dev/null 2>&1 || true # a plain store root is opened as a bind mount
   umount -R "$root" 2>/dev/null || true
   rm -rf "$root"
 }
