@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dbfork/dbfork/internal/engine"
 )
@@ -84,7 +85,66 @@ func (p *Postgres) psqlFile(ctx context.Context, srv *engine.Server, r engine.Bu
 	if as != "" && !isExit(err) {
 		return fmt.Errorf("%s: psql could not start%s", shown, as)
 	}
+	if lost := lostAt(stderr.String()); lost > 0 {
+		return serverLost(ctx, srv, shown, lost)
+	}
 	return sqlError(shown, stderr.String(), err)
+}
+
+var lostRe = regexp.MustCompile(`^psql:.*:([0-9]+): (?:error: )?(?:connection to server was lost|server closed the connection unexpectedly)`)
+
+// lostAt is the input line psql was on when the server went away, 0 when
+// it did not.
+func lostAt(stderr string) int {
+	for _, l := range strings.Split(stderr, "\n") {
+		if m := lostRe.FindStringSubmatch(l); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return n
+		}
+	}
+	return 0
+}
+
+// serverLost names why the build server went away mid-file (a PANIC on a
+// full disk, a crash) from its own log: psql knows only that it did.
+func serverLost(ctx context.Context, srv *engine.Server, shown string, line int) error {
+	// The postmaster logs the crash of a backend as it happens; give it
+	// a moment to get there.
+	var why string
+	for i := 0; i < 20 && ctx.Err() == nil; i++ {
+		if why = crashLine(srv.LogFile); why != "" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if why == "" {
+		why = "see the server log " + srv.LogFile
+	}
+	return fmt.Errorf("%s:%d: the build server stopped: %s", shown, line, why)
+}
+
+var crashRe = regexp.MustCompile(`\b(PANIC|FATAL):\s+(.*)$`)
+
+// crashLine is the last PANIC (else FATAL) message of a server log.
+func crashLine(logFile string) string {
+	data, err := os.ReadFile(logFile)
+	if err != nil {
+		return ""
+	}
+	var panicMsg, fatal string
+	for _, l := range strings.Split(string(data), "\n") {
+		if m := crashRe.FindStringSubmatch(l); m != nil {
+			if m[1] == "PANIC" {
+				panicMsg = "PANIC: " + m[2]
+			} else if !strings.Contains(m[2], "terminating connection") {
+				fatal = "FATAL: " + m[2]
+			}
+		}
+	}
+	if panicMsg != "" {
+		return oneLine(panicMsg, 300)
+	}
+	return oneLine(fatal, 300)
 }
 
 // sqlError turns psql's stderr into one line: file, line, message and the
