@@ -83,7 +83,7 @@ export declare function setupWorker(opts?: { env?: NodeJS.ProcessEnv }): Promise
 export declare function lease(opts?: { env?: NodeJS.ProcessEnv }): Promise<Lease>;
 
 export interface Fresh {
-  mode: 'database' | 'reset';
+  mode: 'slot' | 'database' | 'reset';
   dsn: string;
   env: Record<string, string>;
   /** The fresh database's name (mode "database"), else null. */
@@ -95,3 +95,12 @@ export interface Fresh {
 
 /** The golden's data for the calling test, by the fastest mode the lease offers. */
 export declare function freshDatabase(opts?: { env?: NodeJS.ProcessEnv }): Promise<Fresh>;
+
+/**
+ * Rebuilds an app's connection pool around each freshDatabase() of this
+ * process: `before()` runs before the fresh call (end the pool), `after(fresh)`
+ * once the data is fresh (make the pool from fresh.dsn). Returns a function
+ * that removes the hook.
+ */
+export declare function onFresh(after: (fresh: Fresh) => void | Promise<void>,
+  opts?: { before?: () => void | Promise<void> }): () => void;

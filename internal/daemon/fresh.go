@@ -107,6 +107,7 @@ func (d *Daemon) resetLocked(l *lease) error {
 		d.o.Log.Error("reset failed; lease ended", "id", l.ID, "err", err)
 		return fmt.Errorf("reset lease %s: %w; the lease has ended, acquire a new one", l.ID, err)
 	}
+	l.fr.ownClosed = false // swapped for a new database, or restored with the instance: open again
 	d.mu.Lock()
 	l.Lease.Resets = l.in.State.Resets
 	l.Lease.ResetMs = msSince(t0)

@@ -63,6 +63,7 @@ func (d *Daemon) swapNext(l *lease) {
 	old := l.in
 	l.in, st.next = st.next, nil
 	st.used, st.slot, st.walAt = 0, "", ""
+	st.ownClosed = false // the new instance's own database is open
 	if at, ok := d.walAt.LoadAndDelete(l.in.State.ID); ok {
 		st.walAt = at.(string)
 	}

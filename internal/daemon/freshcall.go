@@ -31,6 +31,10 @@ type freshState struct {
 	// last known to be the golden's (warm, or just reset); "" unknown.
 	// The same position now means no test wrote: nothing to do.
 	walAt string
+	// ownClosed: the lease's own database was closed to connections by
+	// the first slot or database handed out (closeOwn); a reset or a new
+	// instance opens it again.
+	ownClosed bool
 }
 
 // walPositioner is an engine that can tell whether anything was written
@@ -119,6 +123,7 @@ func (d *Daemon) fresh(l *lease, peer api.Peer) (*api.FreshDB, error) {
 	st := &l.fr
 	st.calls++
 	if st.db != "" { // the previous test's database goes (later, in the refill loop)
+		d.closeNow(l, st.db)
 		_ = d.DropDatabase(l.life, l.ID, st.db, peer)
 		st.db = ""
 	}
@@ -135,6 +140,7 @@ func (d *Daemon) fresh(l *lease, peer api.Peer) (*api.FreshDB, error) {
 		st.slot = name
 		left := len(slots) - st.used
 		srv := l.in.State.Server
+		d.closeOwn(l, dc, srv)
 		l.op.Unlock()
 		return d.freshDB(l, api.ModeSlot, dc.ConnTo(srv, name), srv, name, left, peer), nil
 	}
@@ -151,6 +157,7 @@ func (d *Daemon) fresh(l *lease, peer api.Peer) (*api.FreshDB, error) {
 		}
 		st.db = db.Name
 		srv := l.in.State.Server
+		d.closeOwn(l, dc, srv)
 		l.op.Unlock()
 		return d.freshDB(l, api.ModeDatabase, dc.ConnTo(srv, db.Name), srv, db.Name, left, peer), nil
 	}
@@ -171,7 +178,7 @@ func (d *Daemon) fresh(l *lease, peer api.Peer) (*api.FreshDB, error) {
 }
 
 // retireSlot closes the connections of the slot the last call handed
-// out, and closes the slot to new ones, in the background: its test is
+// out, and closes the slot to new ones, before the call answers: its test is
 // over, and a client that died or kept a pool of idle connections would
 // otherwise hold server connections (and could write into a used slot).
 // The caller holds l.op.
@@ -185,18 +192,48 @@ func (d *Daemon) retireSlot(l *lease) {
 	}
 	srv := l.in.State.Server
 	st.retiring.Add(1)
-	go func() {
-		defer st.retiring.Done()
-		if err := dc.CloseDatabases(l.life, srv, []string{name}); err != nil && l.life.Err() == nil {
-			d.o.Log.Warn("closing a used slot failed", "id", l.ID, "slot", name, "err", err)
-		}
-	}()
+	defer st.retiring.Done()
+	if err := dc.CloseDatabases(l.life, srv, []string{name}); err != nil && l.life.Err() == nil {
+		d.o.Log.Warn("closing a used slot failed", "id", l.ID, "slot", name, "err", err)
+	}
+}
+
+// closeNow closes the database the last call handed out before the call
+// answers: a connection the app kept from the test before fails in the
+// next one instead of showing it that test's rows until the drop (which
+// runs later) comes. The caller holds l.op.
+func (d *Daemon) closeNow(l *lease, name string) {
+	dc, ok := l.entry.eng.(engine.DatabaseCloner)
+	if !ok || l.in == nil || l.in.State.Server == nil {
+		return
+	}
+	if err := dc.CloseDatabases(l.life, l.in.State.Server, []string{name}); err != nil && l.life.Err() == nil {
+		d.o.Log.Warn("closing the last fresh database failed", "id", l.ID, "database", name, "err", err)
+	}
+}
+
+// closeOwn closes the lease's own database to connections, and ends the
+// ones it has, once the lease hands out a slot or a cloned database: a
+// pool the app built from DATABASE_URL before the fresh call would
+// otherwise go on using it, and each test would see the rows of the ones
+// before it with nothing failing. Its next query fails instead ("not
+// currently accepting connections"). The caller holds l.op.
+func (d *Daemon) closeOwn(l *lease, dc engine.DatabaseCloner, srv *engine.Server) {
+	if l.fr.ownClosed {
+		return
+	}
+	if err := dc.CloseDatabases(l.life, srv, []string{srv.Database}); err != nil {
+		d.o.Log.Warn("closing the lease's own database failed", "id", l.ID, "err", err)
+		return
+	}
+	l.fr.ownClosed = true
 }
 
 // wholeReset is told by reset that the instance was put back whole: every
 // slot is unused again. The caller holds l.op.
 func (l *lease) wholeReset() {
 	l.fr.used, l.fr.slot = 0, ""
+	l.fr.ownClosed = false
 }
 
 // freshDB is the answer of a fresh call for database name of srv.

@@ -126,11 +126,29 @@ async function lease({ env = process.env } = {}) {
 // back in place (its open connections break), or finds it untouched.
 // Either way DATABASE_URL and the engine's variables point at the fresh
 // data.
+//
+// A pool the app made from DATABASE_URL before the call does not follow:
+// onFresh(after, { before }) lets it be rebuilt. `before()` runs before the
+// fresh call (end the pool: a reset in place would break its idle
+// connections, which pg reports as "Connection terminated unexpectedly"),
+// `after(fresh)` once the fresh data is there (make the pool from
+// fresh.dsn). Slot and database modes close the lease's own database, so
+// a pool left behind fails ("not currently accepting connections") rather
+// than quietly showing earlier tests' rows.
+const hooks = [];
+
+function onFresh(after, { before } = {}) {
+  const h = { after, before };
+  hooks.push(h);
+  return () => { const i = hooks.indexOf(h); if (i >= 0) hooks.splice(i, 1); };
+}
+
 async function freshDatabase({ env = process.env } = {}) {
   await lease({ env });
   const st = loadState(env);
   const c = new Client(st.socket);
   st.database = null; // the daemon retires the previous one
+  for (const h of hooks) if (h.before) await h.before();
   const f = await c.fresh(st.lease.id);
   const mode = f.mode === 'none' ? 'reset' : f.mode; // untouched: the golden's data already
   const named = mode === 'slot' || mode === 'database';
@@ -147,7 +165,8 @@ async function freshDatabase({ env = process.env } = {}) {
   };
   saveState(st, env);
   exportEnv(fresh.env, env);
+  for (const h of hooks) if (h.after) await h.after(fresh);
   return fresh;
 }
 
-module.exports = { globalSetup, releaseAll, setupWorker, lease, freshDatabase };
+module.exports = { globalSetup, releaseAll, setupWorker, lease, freshDatabase, onFresh };

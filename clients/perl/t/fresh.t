@@ -36,6 +36,10 @@ for my $case ( [ reset => '', 'plain' ], [ database => qq{version = "18"\n}, '' 
 use strict; use warnings; use Test::More;
 use DBI;
 use Test::Dbfork;
+# The app's own handle, made when its module loads (the usual pattern),
+# before any fresh call; it writes into the lease's own database.
+my \$app = DBI->connect(\$ENV{PERL_TEST_DBFORK_DSN}, \$ENV{PERL_TEST_DBFORK_USER}, \$ENV{PERL_TEST_DBFORK_PASSWORD}, {RaiseError => 1, PrintError => 0});
+\$app->do("insert into notes(who) values ('module')");
 for my \$n (1 .. 3) {
     my \$db = Test::Dbfork->fresh;
     is \$db->mode, '$want', "mode \$n";
@@ -44,6 +48,12 @@ for my \$n (1 .. 3) {
     is_deeply \$dbh->selectcol_arrayref('select who from notes order by id'), ['golden'], "golden rows only (\$n)";
     \$dbh->do("insert into notes(who) values ('t\$n')");
     \$dbh->disconnect;
+    if (\$n == 1) {
+        # Freshness is never lost silently: the handle from before the
+        # call fails instead of showing the lease's written rows.
+        my \$rows = eval { \$app->selectcol_arrayref('select who from notes order by id') };
+        ok !defined \$rows, 'a handle made before the fresh call fails loudly' or diag explain \$rows;
+    }
 }
 done_testing;
 T
@@ -56,7 +66,7 @@ T
     delete local $ENV{DBFORK_STORE};
     my $out = `cd $root/suite && prove -v -PDbfork=$root/proj/dbfork.toml,store=$store . 2>&1`;
     is $?, 0, "$want: prove passes" or diag $out;
-    like $out, qr/Tests=9/, "$want: all ran";
+    like $out, qr/Tests=10/, "$want: all ran";
     # The daemon leaves by itself, with every server it ran.
     for ( 1 .. 1200 ) {
         last unless grep { index( slurp("$_/cmdline"), $store ) >= 0 } glob '/proc/[0-9]*';

@@ -8,9 +8,18 @@ Before each test the daemon decides how its data is made fresh (POST
 ("database", PostgreSQL 18 on a store that shares extents, dropped after
 the test), or the lease reset in place ("reset": same DSN; the first test
 of an untouched lease needs none).
+
+With pytest-django, the Django aliases the plugin leases (DBFORK_ALIASES)
+point at the test's fresh database for the test, and back after it: the
+old connection is closed, so the next ORM query opens one there, and the
+test may use the database without the django_db mark. Code that opened
+its own connection or pool before the call (a module-level pool built
+from DATABASE_URL) does not follow: build it per test from `.dsn` (see
+the README, "Connection pools").
 """
 
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -61,6 +70,7 @@ def dbfork_fresh(request, monkeypatch, _dbfork_fresh_lease):
     d = request.config._dbfork
     st = _state(request.config)
     lease = _dbfork_fresh_lease
+    django = _django_for(request)
     try:
         fd = d.client.fresh(lease.id)
         if fd.mode == "none":  # untouched: the lease's own database, as the golden has it
@@ -72,12 +82,51 @@ def dbfork_fresh(request, monkeypatch, _dbfork_fresh_lease):
     st.counts[f.mode] = st.counts.get(f.mode, 0) + 1
     for k, v in f.env.items():
         monkeypatch.setenv(k, v)
-    yield f
+    if django is None:
+        yield f
+    else:
+        yield from _with_django(django, f)
     if f.mode == "database":
         try:
             d.client.drop_database(lease.id, f.database)
         except (DbforkError, OSError):
             pass  # the lease ended: its databases went with it
+
+
+_DB_FIXTURES = ("db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback")
+
+
+def _django_for(request):
+    """pytest-django's blocker and the aliases to re-point, or None when
+    pytest-django is not in this run (or dbfork does not lease for it)."""
+    if not request.config.pluginmanager.hasplugin("dbfork-django"):
+        return None
+    from pytest_django.lazy_django import django_settings_is_configured
+    if not django_settings_is_configured():
+        return None  # pytest-django installed, but no Django project in this run
+    # The mark's transaction (or flush) was set up before this fixture on
+    # the session lease's database and is undone after it: its rows and
+    # ours would mix. Refused rather than left to go wrong quietly.
+    if request.node.get_closest_marker("django_db") or any(n in request.fixturenames for n in _DB_FIXTURES):
+        pytest.fail("dbfork: dbfork_fresh gives the test its own database and lets it reach it: drop "
+                    "@pytest.mark.django_db (and the db/transactional_db fixtures) from %s" % request.node.name,
+                    pytrace=False)
+    request.getfixturevalue("django_db_setup")
+    from django.conf import settings
+    return SimpleNamespace(blocker=request.getfixturevalue("django_db_blocker"),
+                           aliases=list(getattr(settings, "DBFORK_ALIASES", ["default"])))
+
+
+def _with_django(dj, f):
+    """Points Django's aliases at f for the test (closing the connections
+    they had), then back at the session's lease."""
+    from .django import point_aliases, restore_aliases
+    saved = point_aliases(SimpleNamespace(engine=f.lease.engine, dsn=f.dsn), dj.aliases)
+    try:
+        with dj.blocker.unblock():
+            yield f
+    finally:
+        restore_aliases(saved)
 
 
 _MODES = {"slot": "a slot built into the golden",

@@ -163,3 +163,23 @@ def test_engine_mismatch_refused_before_any_build(world, tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode != 0 and "is for mariadb but DATABASES['default']" in out, out
     assert json.loads(world.dbfork("ls", "--json").stdout)["goldens"] in ([], None), "a golden was built"
+
+
+def test_pytest_django_fresh(world, tmp_path):
+    """dbfork_fresh under pytest-django: Django's connection is re-pointed
+    at each test's fresh database and back; a django_db mark, whose
+    transaction is already open on the session's database, is refused
+    in one line."""
+    d = project(world, "postgres")
+    env = env_for(world, "postgres", tmp_path, DJANGO_SETTINGS_MODULE="mysite.settings")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(),
+                        "--dbfork-recipe", "dbfork.toml", "test_fresh_django.py"],
+                       cwd=d, env=env, capture_output=True, text=True, timeout=900)
+    out = r.stdout + r.stderr
+    assert "4 passed, 1 error" in out, out
+    assert "drop @pytest.mark.django_db" in out, out
+    c = Client(socket_path=find_socket_for(world))
+    deadline = time.time() + 20
+    while c.leases() and time.time() < deadline:
+        time.sleep(0.2)
+    world.wait_daemon_gone()
