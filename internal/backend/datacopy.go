@@ -3,6 +3,7 @@ package backend
 import (
 	"errors"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,14 +27,33 @@ func CopyDataDir(src, dst string) (string, error) {
 	err := copyTree(src, dst, func(in, out *os.File) error {
 		if how == "reflink" {
 			err := reflinkFile(in, out)
-			if err == nil || !cannotShare(err) {
+			if err == nil {
+				return keepMtime(in, out)
+			}
+			if !cannotShare(err) {
 				return err
 			}
 			how = "copy" // this filesystem cannot: bytes for every file from here
 		}
-		return byteCopy(in, out)
+		if err := byteCopy(in, out); err != nil {
+			return err
+		}
+		return keepMtime(in, out)
 	})
 	return how, err
+}
+
+// keepMtime gives out the modification time of in: the copy holds the
+// same bytes, and an engine that marked a file as done with (PostgreSQL's
+// page stamping, by size and mtime) then need not read it again. A write
+// after the copy sets a new mtime.
+func keepMtime(in, out *os.File) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(in.Fd()), &st); err != nil {
+		return err
+	}
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, st.Mtim}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(out.Fd())), ts, 0)
 }
 
 // cannotShare reports the errors FICLONE gives where extents cannot be
