@@ -116,8 +116,8 @@ type ClientEnv struct {
 
 var driverNameRe = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 
-// check says which required part d lacks, if any.
-func (d *Driver) check() error {
+// Check says which required part d lacks, if any (Register panics then).
+func (d *Driver) Check() error {
 	var missing []string
 	need := func(ok bool, part string) {
 		if !ok {

@@ -24,7 +24,7 @@ var drivers = &registry{}
 func Register(d Driver) { drivers.add(d) }
 
 func (r *registry) add(d Driver) {
-	if err := d.check(); err != nil {
+	if err := d.Check(); err != nil {
 		panic("engine.Register: " + err.Error())
 	}
 	r.mu.Lock()
