@@ -155,7 +155,7 @@ func stepBoundary(ctx context.Context, s *store.Store, eng engine.Engine, ld eng
 		if err := eng.Stop(ctx, *srv, true); err != nil {
 			return err
 		}
-		if cc, ok := eng.(CleanChecker); ok {
+		if cc, ok := eng.(engine.CleanChecker); ok {
 			if err := cc.CheckCleanShutdown(ctx, filepath.Join(tmp, "data"), filepath.Join(tmp, "server.log")); err != nil {
 				return err
 			}
