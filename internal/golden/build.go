@@ -183,7 +183,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	}
 	defer buildLog.Close()
 
-	plan := planSteps(s, eng, r, version, inputs, o)
+	plan := planSteps(ctx, s, eng, r, version, inputs, o)
 	if plan.base != nil {
 		if err := startFromStep(ctx, s, r, tmp, plan, o); err != nil {
 			return nil, err
