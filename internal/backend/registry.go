@@ -32,6 +32,12 @@ func names(bs []Backend) []string {
 	return out
 }
 
+// Choices lists what --backend takes, for help texts: "auto, btrfs, ...
+// or copy".
+func Choices() string {
+	return "auto, " + strings.Join(Names[:len(Names)-1], ", ") + " or " + Names[len(Names)-1]
+}
+
 func mustCheck(bs []Backend) []Backend {
 	if err := check(bs); err != nil {
 		panic("backend table: " + err.Error())

@@ -74,40 +74,53 @@ func TestCheckRefusesMissingParts(t *testing.T) {
 	}
 }
 
-// The real table: every backend has every required part, auto's order
-// and the names users type are the ones they always were, and the
-// capabilities callers plan around are the backends' own.
+// The real table: every backend has every required part; the five
+// backends users know keep their names, auto's order among them and their
+// capabilities (a new backend may go anywhere between them, with an
+// entry in the test matrices: TestMatricesCoverTable).
 func TestTableComplete(t *testing.T) {
 	if err := check(all); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"btrfs", "reflink", "overlay", "userns-overlay", "copy"}
-	if !slices.Equal(Names, want) {
-		t.Fatalf("Names = %v, want %v (auto's order)", Names, want)
+	known := []struct {
+		name string
+		caps Caps
+	}{
+		{"btrfs", Caps{SharesExtents: true, ColdPageCache: true}},
+		{"reflink", Caps{SharesExtents: true, ColdPageCache: true}},
+		{"overlay", Caps{CopiesUp: true}},
+		{"userns-overlay", Caps{CopiesUp: true}},
+		{"copy", Caps{FullCopy: true}},
 	}
-	caps := map[string]Caps{
-		"btrfs":          {SharesExtents: true, ColdPageCache: true},
-		"reflink":        {SharesExtents: true, ColdPageCache: true},
-		"overlay":        {CopiesUp: true},
-		"userns-overlay": {CopiesUp: true},
-		"copy":           {FullCopy: true},
+	at := -1
+	for _, k := range known {
+		i := slices.Index(Names, k.name)
+		if i <= at {
+			t.Fatalf("%s is at %d in %v: auto's order among the known backends changed", k.name, i, Names)
+		}
+		at = i
+		if c := all[i].Caps(); c != k.caps {
+			t.Errorf("%s: caps %+v, want %+v", k.name, c, k.caps)
+		}
 	}
-	var golden []string
+	if Names[len(Names)-1] != "copy" {
+		t.Errorf("auto's last resort is %s, want copy", Names[len(Names)-1])
+	}
 	for _, b := range all {
-		if b.Caps() != caps[b.Name()] {
-			t.Errorf("%s: caps %+v, want %+v", b.Name(), b.Caps(), caps[b.Name()])
-		}
-		if _, ok := b.(GoldenSide); ok {
-			golden = append(golden, b.Name())
-		}
 		if g, err := Get(b.Name()); err != nil || g != b {
 			t.Errorf("Get(%s) = %v, %v", b.Name(), g, err)
 		}
+		_, golden := b.(GoldenSide)
+		if b.Name() == "btrfs" && !golden {
+			t.Error("btrfs has no golden side: its goldens would not be subvolumes")
+		}
 	}
-	if !slices.Equal(golden, []string{"btrfs"}) {
-		t.Errorf("golden sides: %v, want btrfs only", golden)
+	wantChoices := "auto, " + strings.Join(Names[:len(Names)-1], ", ") + " or copy"
+	if got := Choices(); got != wantChoices || !strings.HasPrefix(got, "auto, btrfs, reflink, overlay") {
+		t.Errorf("Choices() = %q, want %q", got, wantChoices)
 	}
-	if _, err := Get("zfs"); err == nil || err.Error() != `unknown backend "zfs" (use auto, btrfs, reflink, overlay, userns-overlay, copy)` {
-		t.Errorf("Get(zfs): %v", err)
+	_, err := Get("nfs3")
+	if want := `unknown backend "nfs3" (use auto, ` + strings.Join(Names, ", ") + ")"; err == nil || err.Error() != want {
+		t.Errorf("Get(nfs3): %v, want %s", err, want)
 	}
 }
