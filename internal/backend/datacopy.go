@@ -9,18 +9,20 @@ import (
 )
 
 // CopyDataDir makes dst (which must not exist) a private, writable copy of
-// the data dir src, as cheaply as the store allows: a btrfs snapshot of a
-// subvolume, else a reflink of every file (XFS with reflink=1, btrfs), else
-// a byte copy that keeps holes. Owners, modes and xattrs are kept (see
-// copyTree). It returns how it copied ("btrfs", "reflink" or "copy").
+// the data dir src, as cheaply as the store allows: by the golden side
+// that holds src (a btrfs snapshot of a subvolume), else a reflink of
+// every file (XFS with reflink=1, btrfs), else a byte copy that keeps
+// holes. Owners, modes and xattrs are kept (see copyTree). It returns how
+// it copied: the golden side's backend name ("btrfs"), "reflink" or
+// "copy".
 //
 // A build that starts from an intermediate golden uses it: unlike a
 // clone made by a Backend, the copy stands alone (no lower dir, no
 // mount), so it can be built on and published itself.
 func CopyDataDir(src, dst string) (string, error) {
-	if isSubvolume(src) {
-		if err := snapshot(src, dst); err == nil {
-			return "btrfs", nil
+	if g, name := holder(src); g != nil {
+		if err := g.CopyGolden(src, dst); err == nil {
+			return name, nil
 		}
 	}
 	how := "reflink"
