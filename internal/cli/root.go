@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/recipe"
@@ -45,7 +45,7 @@ func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Under sudo, recipe `run` steps run as the user who typed the command.
-	err := root.ExecuteContext(engine.WithCaller(ctx, engine.SudoCaller))
+	err := root.ExecuteContext(caller.With(ctx, sudoCaller))
 	if err == nil {
 		return 0
 	}
@@ -121,7 +121,7 @@ func loadRecipe(path string) (*recipe.Recipe, error) {
 		path = recipe.DefaultFile
 	}
 	// Under sudo, read and expand it as the user behind sudo.
-	return golden.LoadRecipe(engine.WithCaller(context.Background(), engine.SudoCaller), path)
+	return golden.LoadRecipe(caller.With(context.Background(), sudoCaller), path)
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -136,4 +136,10 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		return errs.Invalid("%s takes no arguments, got %q (see `%s --help`)", cmd.Name(), strings.Join(args, " "), cmd.CommandPath())
 	}
 	return nil
+}
+
+// sudoCaller is the user who ran this root process through sudo, or nil:
+// SUDO_UID and SUDO_GID are read here, at the edge.
+func sudoCaller() *caller.Caller {
+	return caller.Sudo(os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID"))
 }

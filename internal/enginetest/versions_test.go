@@ -10,7 +10,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/engines"
-	"github.com/dbfork/dbfork/internal/engine/enginetest"
+	"github.com/dbfork/dbfork/internal/enginetest"
 	"github.com/dbfork/dbfork/internal/engine/fetch"
 )
 
