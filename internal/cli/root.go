@@ -86,7 +86,7 @@ real PostgreSQL server running on it, in milliseconds.`,
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log what dbfork does to stderr")
 	root.PersistentFlags().BoolVar(&g.offline, "offline", false, "never download server builds into the engine cache (also DBFORK_OFFLINE=1)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return errs.Invalid("%v (see `%s --help`)", err, c.CommandPath())
+		return errs.Invalid("%w (see `%s --help`)", err, c.CommandPath())
 	})
 	root.AddCommand(newBuildCmd(g), newUpCmd(g), newLsCmd(g), newDownCmd(g), newRunCmd(g),
 		newDoctorCmd(g), newGCCmd(g), newStoreCmd(g), newServeCmd(g), newDaemonCmd(g), newBenchCmd(g), newInspectCmd(g), newVerifyCmd(g), newEngineCmd(g),

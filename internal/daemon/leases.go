@@ -196,7 +196,7 @@ func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
 	l.dropNext()
 	in, err := l.entry.pool.Forget(l.in.State.ID) // the lease's id unless it was replaced (freshahead.go)
 	if err != nil {
-		return nil, errs.NotFound("lease %s: %v", id, err)
+		return nil, errs.NotFound("lease %s: %w", id, err)
 	}
 	owner := l.owner // the daemon does `down` and `reset` for them (kept.go)
 	in.State.Owner = &owner

@@ -44,7 +44,7 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 		lastUsed: time.Now()}
 	p, err := pool.New(cfg, d.factory(e))
 	if err != nil {
-		return nil, errs.Invalid("%v", err)
+		return nil, errs.Invalid("%w", err)
 	}
 	e.pool = p
 	e.live.Store(p)

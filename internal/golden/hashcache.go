@@ -79,7 +79,7 @@ func (hc *HashCache) SumAs(ctx context.Context, path string) (string, int64, err
 	case ctx.Err() != nil:
 		return "", 0, ctx.Err()
 	}
-	return "", 0, errs.Invalid("input %v", err)
+	return "", 0, errs.Invalid("input %w", err)
 }
 
 func (hc *HashCache) sumOpen(ctx context.Context, path string) (string, int64, error) {

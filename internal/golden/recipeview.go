@@ -54,7 +54,7 @@ func LoadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
 	// be able to name (a dir they cannot search).
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, errs.Invalid("recipe %s: %v", path, err)
+		return nil, errs.Invalid("recipe %s: %w", path, err)
 	}
 	var got *recipe.Recipe
 	err = caller.AsFS(ctx, func() error {

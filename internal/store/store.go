@@ -58,7 +58,7 @@ func OpenWith(root string, o Options) (*Store, error) {
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return nil, errs.Invalid("store %s: %v", root, err)
+		return nil, errs.Invalid("store %s: %w", root, err)
 	}
 	if strings.ContainsAny(abs, ",:\\\n") {
 		return nil, errs.Invalid("store path %q has a comma, colon, backslash or newline; pick a plainer path with --store", abs)

@@ -41,7 +41,7 @@ func ServerUser() (User, error) {
 		return u, nil // created now, or by a concurrent dbfork
 	}
 	if err != nil {
-		return User{}, errs.Unsupported("create system user %s: %v: %s (create it yourself: useradd --system %s)", ServerUserName, err, string(out), ServerUserName)
+		return User{}, errs.Unsupported("create system user %s: %w: %s (create it yourself: useradd --system %s)", ServerUserName, err, string(out), ServerUserName)
 	}
 	return lookup(ServerUserName)
 }

@@ -106,7 +106,7 @@ func checkRootChain(dir string, all bool) error {
 			err = checkOwned(cur, fi, i < len(parts))
 		}
 		if err != nil {
-			return errs.Invalid("user stores dir %s: %v; a user store lives only below dirs that only root can change", dir, err)
+			return errs.Invalid("user stores dir %s: %w; a user store lives only below dirs that only root can change", dir, err)
 		}
 	}
 	return nil
@@ -194,7 +194,7 @@ func (s *UserStore) claimMountPoint() (bool, error) {
 		err = checkOwned(s.Root, fi, false)
 	}
 	if err != nil {
-		return false, errs.Invalid("mount point of %s's store: %v; remove it (dbfork makes it)", s.Name, err)
+		return false, errs.Invalid("mount point of %s's store: %w; remove it (dbfork makes it)", s.Name, err)
 	}
 	if mounted, _ := fsutil.IsMountpoint(s.Root); mounted {
 		return false, errs.Conflict("%s is already a mount point; unmount it first", s.Root)
