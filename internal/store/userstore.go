@@ -16,6 +16,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/textutil"
 )
 
 // A user store is the copy-on-write store root sets up once for one user
@@ -234,7 +235,7 @@ func (us UserStores) mount(s *UserStore) error {
 	}
 	fsutil.ResetFreeLoops() // a device left without flushes by an unmount outside dbfork
 	if out, err := exec.Command("mount", "--fstab", us.Fstab, s.Root).CombinedOutput(); err != nil {
-		return fmt.Errorf("mount %s by its entry in %s: %v: %s", s.Root, us.Fstab, err, oneLine(out))
+		return fmt.Errorf("mount %s by its entry in %s: %v: %s", s.Root, us.Fstab, err, textutil.OneLine(string(out), "; ", 0))
 	}
 	if !sameFile(mountedFrom(s.Root), s.Image) {
 		_ = unix.Unmount(s.Root, 0)
