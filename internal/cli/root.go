@@ -98,6 +98,10 @@ real PostgreSQL server running on it, in milliseconds.`,
 // DBFORK_STORE_FS=plain (the same as `dbfork store init --fs plain`).
 const StoreFSEnv = "DBFORK_STORE_FS"
 
+// CowExtSizeEnv overrides the XFS copy-on-write extent size hint of new
+// instance dirs, in bytes (0: the filesystem's default); for measuring.
+const CowExtSizeEnv = "DBFORK_XFS_COWEXTSIZE"
+
 func (g *globals) openStore() (*store.Store, error) {
 	auto := true
 	switch v := os.Getenv(StoreFSEnv); v {
@@ -111,7 +115,7 @@ func (g *globals) openStore() (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return store.OpenWith(root, store.Options{AutoImage: auto, Notify: func(msg string) {
+	return store.OpenWith(root, store.Options{AutoImage: auto, CowExtSize: store.CowExtSizeSetting(os.LookupEnv(CowExtSizeEnv)), Notify: func(msg string) {
 		fmt.Fprintln(g.stderr, "dbfork: "+msg)
 	}})
 }
