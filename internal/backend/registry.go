@@ -149,7 +149,7 @@ func Select(ctx context.Context, name, dir, golden string) (Backend, string, err
 			return nil, "", err
 		}
 		if err := usable(ctx, b, dir, golden); err != nil {
-			return nil, "", errs.Unsupported("backend %s does not work here: %v", name, err)
+			return nil, "", errs.Unsupported("backend %s does not work here: %w", name, err)
 		}
 		return b, "requested with --backend", nil
 	}

@@ -123,7 +123,7 @@ func (g *globals) storeRoot() (string, error) {
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return "", errs.Invalid("store %s: %v", root, err)
+		return "", errs.Invalid("store %s: %w", root, err)
 	}
 	return abs, nil
 }
@@ -171,7 +171,7 @@ func ensureDaemon(ctx context.Context, g *globals, idle, wait time.Duration, all
 	s, err := g.openStore()
 	if err != nil {
 		if os.Geteuid() != 0 && errors.Is(err, os.ErrPermission) {
-			return nil, errs.Unsupported("no dbfork daemon serves %s, and it is not your store: use a store of your own (set up once with `sudo dbfork store init --user $USER`) (%v)", root, err)
+			return nil, errs.Unsupported("no dbfork daemon serves %s, and it is not your store: use a store of your own (set up once with `sudo dbfork store init --user $USER`) (%w)", root, err)
 		}
 		return nil, err
 	}

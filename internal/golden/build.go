@@ -2,8 +2,6 @@ package golden
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +18,7 @@ import (
 	"github.com/dbfork/dbfork/internal/progress"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
+	"github.com/dbfork/dbfork/internal/textutil"
 )
 
 // Options tune a build.
@@ -309,7 +308,7 @@ func startBuildServer(ctx context.Context, u store.User, eng engine.Engine, r *r
 	spec := buildSpec(u, eng, r, tmp, srv)
 	// Commands (migration tools) reach the build server exactly as tests
 	// reach clones: over 127.0.0.1 with a password, which Finish drops.
-	spec.Listen, spec.Password = true, randomPassword()
+	spec.Listen, spec.Password = true, textutil.Password()
 	started, err := eng.Start(ctx, spec)
 	if err == nil {
 		*srv = started
@@ -414,12 +413,6 @@ func discardBuild(tmp string) error {
 		return err
 	}
 	return fsutil.RemoveAll(tmp)
-}
-
-func randomPassword() string {
-	b := make([]byte, 18)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // sameRunInputs reads the inputs of `run` steps from..to-1 again, after

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/store"
+	"github.com/dbfork/dbfork/internal/textutil"
 )
 
 // keepLog saves a failed build's logs where the one who asked for the
@@ -68,7 +69,7 @@ func writePrivateLog(logs string, uid, gid int, name, body string) (string, erro
 	// A new file renamed over the old name: whatever the user left at
 	// that name (a link to someone else's file) is replaced, never written.
 	dst := filepath.Join(dir, name)
-	tmp := dst + ".new-" + randomPassword()[:8]
+	tmp := dst + ".new-" + textutil.Password()[:8]
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return "", err

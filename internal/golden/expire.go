@@ -10,6 +10,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/store"
+	"github.com/dbfork/dbfork/internal/textutil"
 )
 
 // Goldens expire: every migration change leaves a complete golden behind,
@@ -42,7 +43,7 @@ func MarkUsed(s *store.Store, key, recipe string) {
 		}
 	}
 	// A new file then a rename: a reader never sees it half written.
-	tmp := p + ".tmp-" + randomPassword()[:8]
+	tmp := p + ".tmp-" + textutil.Password()[:8]
 	if err := os.WriteFile(tmp, []byte(recipe+"\n"), 0o600); err != nil {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/store"
+	"github.com/dbfork/dbfork/internal/textutil"
 )
 
 // Unpublish takes the golden with this key out of sight in one rename:
@@ -19,7 +20,7 @@ import (
 func Unpublish(s *store.Store, key string) (string, error) {
 	// A fresh name (os.Rename will not replace a dir); RENAME_NOREPLACE
 	// makes a collision an error rather than a replacement.
-	tmp := filepath.Join(s.GoldensDir(), tmpPrefix+"removed-"+randomPassword()[:12])
+	tmp := filepath.Join(s.GoldensDir(), tmpPrefix+"removed-"+textutil.Password()[:12])
 	if err := unix.Renameat2(unix.AT_FDCWD, s.GoldenDir(key), unix.AT_FDCWD, tmp, unix.RENAME_NOREPLACE); err != nil {
 		return "", fmt.Errorf("unpublish golden %s: %w", short(key), err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/lockfile"
 	"github.com/dbfork/dbfork/internal/store"
+	"github.com/dbfork/dbfork/internal/textutil"
 )
 
 // Options for Create.
@@ -124,7 +125,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	}
 	pw := o.Password
 	if pw == "" {
-		pw = randomPassword()
+		pw = textutil.Password()
 	}
 	t1 := time.Now()
 	srv, err := eng.Start(ctx, engine.StartSpec{

@@ -2,8 +2,6 @@ package instance
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,10 +106,4 @@ func pidFromFile(pidFile, dataDir string) (proc.Identity, bool) {
 	}
 	id, err := proc.Of(pid)
 	return id, err == nil
-}
-
-func randomPassword() string {
-	b := make([]byte, 18)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

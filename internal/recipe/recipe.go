@@ -166,7 +166,7 @@ var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 func Load(path string) (*Recipe, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, errs.Invalid("recipe %s: %v", path, err)
+		return nil, errs.Invalid("recipe %s: %w", path, err)
 	}
 	return LoadAt(abs, path)
 }
@@ -208,7 +208,7 @@ func Parse(path string, data []byte) (*Recipe, error) {
 		r.Env = append(r.Env, n)
 	}
 	if r.ignores, err = loadIgnores(r.Dir, r.Gitignore); err != nil {
-		return nil, errs.Invalid("%s: %v", name, err)
+		return nil, errs.Invalid("%s: %w", name, err)
 	}
 	if err := r.fill(name, &raw); err != nil {
 		return nil, err
@@ -363,7 +363,7 @@ func (r *Recipe) step(name string, i int, rs rawStep) (Step, error) {
 	for _, p := range patterns {
 		files, err := r.expand(p)
 		if err != nil {
-			return Step{}, errs.Invalid("%s: %v", where, err)
+			return Step{}, errs.Invalid("%s: %w", where, err)
 		}
 		st.Files = append(st.Files, files...)
 	}

@@ -3,7 +3,11 @@
 // It imports nothing of dbfork.
 package textutil
 
-import "strings"
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+)
 
 // OneLine folds a tool's output into one line for an error message: its
 // lines joined with sep, every run of blanks one space, and when max > 0
@@ -15,4 +19,14 @@ func OneLine(s, sep string, max int) string {
 		s = s[:max-3] + "..."
 	}
 	return s
+}
+
+// Password is a random secret of 36 hex digits (144 bits), for a build
+// server's or a clone's own password.
+func Password() string {
+	b := make([]byte, 18)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand: " + err.Error()) // the kernel's random source failing is not recoverable
+	}
+	return hex.EncodeToString(b)
 }
