@@ -13,6 +13,7 @@ import (
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -160,14 +161,7 @@ func humanBytes(n int64) string {
 
 // shortVersion turns "postgres (PostgreSQL) 15.18 (Debian ...)" into
 // "15.18" and "/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-..." into "10.11.19".
-func shortVersion(v string) string {
-	if m := versionRe.FindStringSubmatch(v); m != nil {
-		return m[1]
-	}
-	return v
-}
-
-var versionRe = regexp.MustCompile(`(?:\(PostgreSQL\)|Ver) ([0-9]+(?:\.[0-9]+)+)`)
+func shortVersion(v string) string { return project.ShortVersion(v) }
 
 // shortOrigin shortens the key tags and digests in a golden's origin.
 func shortOrigin(o string) string {
