@@ -35,7 +35,6 @@ import (
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/project"
-	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -160,7 +159,7 @@ func fromDaemon(ctx context.Context, t testing.TB, c *api.Client, recipePath str
 
 func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string) *Instance {
 	t.Helper()
-	r, err := recipe.Load(recipePath)
+	r, err := project.LoadRecipe(ctx, recipePath)
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}

@@ -93,7 +93,7 @@ type CloneOptions struct {
 // all alike.
 func Clone(ctx context.Context, p *project.Project, ds *Dataset, o CloneOptions) (*CloneResult, error) {
 	s := p.Store
-	r, err := recipe.Load(ds.Recipe)
+	r, err := project.LoadRecipe(ctx, ds.Recipe)
 	if err != nil {
 		return nil, err
 	}

@@ -18,8 +18,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
-	"github.com/dbfork/dbfork/internal/golden"
-	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -116,12 +115,9 @@ func (g *globals) openStore() (*store.Store, error) {
 	}})
 }
 
-func loadRecipe(path string) (*recipe.Recipe, error) {
-	if path == "" {
-		path = recipe.DefaultFile
-	}
+func loadRecipe(path string) (*project.Recipe, error) {
 	// Under sudo, read and expand it as the user behind sudo.
-	return golden.LoadRecipe(engine.WithCaller(context.Background(), engine.SudoCaller), path)
+	return project.LoadRecipe(engine.WithCaller(context.Background(), engine.SudoCaller), path)
 }
 
 func printJSON(w io.Writer, v any) error {

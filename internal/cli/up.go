@@ -14,7 +14,7 @@ import (
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/instance"
-	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -75,11 +75,7 @@ func obtain(ctx context.Context, g *globals, f upFlags) (*leased, error) {
 		}
 		c, err := api.Dial(ctx, api.SocketPath(root))
 		if err == nil {
-			file := f.file
-			if file == "" {
-				file = recipe.DefaultFile
-			}
-			abs, err := filepath.Abs(file)
+			abs, err := project.RecipePath(f.file)
 			if err != nil {
 				return nil, err
 			}

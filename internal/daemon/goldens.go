@@ -11,6 +11,7 @@ import (
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/pool"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/recipe"
 )
 
@@ -26,7 +27,7 @@ func loadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
 	if !filepath.IsAbs(path) {
 		return nil, errs.Invalid("recipe path %q is relative: send an absolute path", path)
 	}
-	return golden.LoadRecipe(ctx, path)
+	return project.LoadRecipe(ctx, path)
 }
 
 // engineFor returns the (cached) engine for a recipe.
