@@ -14,15 +14,21 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/proc"
 )
 
 // Backend is one way to clone a golden data directory.
 //
-// Checklist for an implementation (the shared suite in backendtest checks
-// each point):
+// Checklist for an implementation (docs/adding-a-backend.md; check in
+// registry.go refuses a table entry that misses a part, and the shared
+// suite in backendtest checks the behaviour):
+//   - Name is what users type after --backend and what records keep; it
+//     is unique in the table.
+//   - Describe says, for the user, what choosing the backend means
+//     (doctor prints it; auto gives it as its reason).
+//   - Caps says what its clones cost: exactly one of SharesExtents,
+//     CopiesUp and FullCopy, plus ColdPageCache where it applies.
 //   - Probe really tries the operation in a scratch dir below dir and
 //     returns an error that says how to make it work when it cannot.
 //   - Prepare creates clone (which must not exist) as a writable view of
@@ -31,11 +37,35 @@ import (
 //     (OverlayFS upper and work dirs).
 //   - Remove undoes Prepare from the paths alone, so that it works after a
 //     crash; it is idempotent and never deletes through a mount.
+//
+// Optional parts, found by type assertion: CopyUpper and Diverger (both
+// required where Caps.CopiesUp), GoldenChecker, GoldenSide, Yielder,
+// Namespaced, Restorer.
 type Backend interface {
 	Name() string
+	Describe() string
+	Caps() Caps
 	Probe(ctx context.Context, dir string) error
 	Prepare(ctx context.Context, golden, clone, scratch string) error
 	Remove(ctx context.Context, clone, scratch string) error
+}
+
+// Caps is what a backend's clones cost, for the callers that plan around
+// it (pools, capacity, warming, doctor) instead of asking for a name.
+type Caps struct {
+	// SharesExtents: a clone shares the golden's extents, and a first
+	// write copies only the blocks written (btrfs snapshot, reflink).
+	SharesExtents bool
+	// CopiesUp: a clone copies a file whole on its first read-write open
+	// (OverlayFS); CopyUpper says whether that copy shares extents.
+	CopiesUp bool
+	// FullCopy: a clone is a byte copy of the whole golden; its time and
+	// disk grow with the golden, and nothing is shared.
+	FullCopy bool
+	// ColdPageCache: a new clone's files do not share the golden's cached
+	// pages (Linux caches shared extents once per file), so it is slow
+	// until read once.
+	ColdPageCache bool
 }
 
 // Diverger is implemented by backends whose clone keeps what it owns
@@ -55,161 +85,42 @@ type CopyUpper interface {
 	CheapCopyUp(scratch string) bool
 }
 
-// Owned is the dir holding what a clone of backend name owns: OwnedDir
-// where the backend keeps it apart, else the clone itself.
-func Owned(name, clone, scratch string) (dir string, apart bool) {
-	if b, err := Get(name); err == nil {
-		if d, ok := b.(Diverger); ok {
-			return d.OwnedDir(clone, scratch), true
-		}
-	}
-	return clone, false
-}
-
-// CopiesUp reports whether clones of backend name copy a file on its
-// first read-write open (OverlayFS), cheaply or not.
-func CopiesUp(name string) bool {
-	b, err := Get(name)
-	if err != nil {
-		return false
-	}
-	_, ok := b.(CopyUpper)
-	return ok
-}
-
-// CheapCopyUp reports whether clones of backend name copy files on their
-// first read-write open, cheaply (false when they do not copy at all).
-func CheapCopyUp(name, scratch string) bool {
-	if b, err := Get(name); err == nil {
-		if c, ok := b.(CopyUpper); ok {
-			return c.CheapCopyUp(scratch)
-		}
-	}
-	return false
-}
-
-// FullCopier is implemented by backends whose clones copy the golden's
-// data in full (their cost grows with the golden; nothing is shared).
-type FullCopier interface {
-	CopiesAll()
-}
-
-// SharesData reports whether clones of backend name share the golden's
-// data (every backend but a full copy): making one ahead of need costs
-// little disk.
-func SharesData(name string) bool {
-	b, err := Get(name)
-	if err != nil {
-		return false
-	}
-	_, full := b.(FullCopier)
-	return !full
-}
-
 // GoldenChecker is implemented by backends that can clone only some
 // goldens (btrfs needs the golden to be a subvolume).
 type GoldenChecker interface {
 	CanClone(golden string) error
 }
 
-// Names lists the backends in the order auto prefers them: cheap first
-// writes first, plain copy last — except that where reflink works and
-// OverlayFS does too, auto takes OverlayFS (see Select).
-var Names = []string{"btrfs", "reflink", "overlay", "userns-overlay", "copy"}
-
-// Get returns a backend by name.
-func Get(name string) (Backend, error) {
-	switch name {
-	case "btrfs":
-		return Btrfs{}, nil
-	case "reflink":
-		return Reflink{}, nil
-	case "overlay":
-		return Overlay{}, nil
-	case "userns-overlay":
-		return UsernsOverlay{}, nil
-	case "copy":
-		return Copy{}, nil
-	}
-	return nil, errs.Invalid("unknown backend %q (use auto, %s)", name, strings.Join(Names, ", "))
+// Yielder is implemented by a backend that auto passes over where another
+// one works too: YieldTo names that one and says why it is the better
+// pick there.
+type Yielder interface {
+	YieldTo() (name, why string)
 }
 
-// Why says, for the user, what choosing a backend means.
-func Why(name string) string {
-	switch name {
-	case "btrfs":
-		return "the store is on btrfs: a subvolume snapshot is O(1) and first writes copy only the blocks written"
-	case "reflink":
-		return "the store filesystem shares extents (FICLONE): files are cloned, first writes copy only the blocks written"
-	case "overlay":
-		return "kernel OverlayFS works here: one mount per clone, but a file is copied whole on its first read-write open"
-	case "userns-overlay":
-		return "OverlayFS without root, mounted in the server's own user namespace: one mount per clone, but a file is copied whole on its first read-write open"
-	case "copy":
-		return "a full byte copy of the golden per clone: slow and big, the last resort (`dbfork doctor` says how to get copy-on-write)"
+// Owned is the dir holding what a clone made by b owns: OwnedDir where b
+// keeps it apart, else the clone itself. b may be nil (a record naming a
+// backend this dbfork does not know).
+func Owned(b Backend, clone, scratch string) (dir string, apart bool) {
+	if d, ok := b.(Diverger); ok {
+		return d.OwnedDir(clone, scratch), true
 	}
-	return ""
+	return clone, false
 }
 
-const whyOverlayReflink = "OverlayFS on a filesystem that shares extents: one mount per clone, and files are copied up by reflink, so first writes copy only metadata"
-
-// Probe is one backend's verdict for a store.
-type Probe struct {
-	Name  string `json:"name"`
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
+// CheapCopyUp reports whether clones made by b with this scratch dir copy
+// files on their first read-write open, cheaply (false when they do not
+// copy at all, or b is nil).
+func CheapCopyUp(b Backend, scratch string) bool {
+	c, ok := b.(CopyUpper)
+	return ok && c.CheapCopyUp(scratch)
 }
 
-// ProbeAll tries every backend for dir.
-func ProbeAll(ctx context.Context, dir string) []Probe {
-	var out []Probe
-	for _, n := range Names {
-		b, _ := Get(n)
-		p := Probe{Name: n, OK: true}
-		if err := b.Probe(ctx, dir); err != nil {
-			p.OK, p.Error = false, err.Error()
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
-// Select resolves a backend name ("auto" or one of Names) for cloning
-// golden in the store at dir and says why it was chosen.
-func Select(ctx context.Context, name, dir, golden string) (Backend, string, error) {
-	if name != "" && name != "auto" {
-		b, err := Get(name)
-		if err != nil {
-			return nil, "", err
-		}
-		if err := usable(ctx, b, dir, golden); err != nil {
-			return nil, "", errs.Unsupported("backend %s does not work here: %v", name, err)
-		}
-		return b, "requested with --backend", nil
-	}
-	var skipped []string
-	for _, n := range Names {
-		b, _ := Get(n)
-		if err := usable(ctx, b, dir, golden); err != nil {
-			skipped = append(skipped, fmt.Sprintf("%s: %v", n, err))
-			continue
-		}
-		if n == "reflink" {
-			// Where files can be reflinked, OverlayFS copies up by reflink
-			// too: its first writes are as cheap, and a clone is one mount
-			// instead of one FICLONE per file (measured on a 1 GiB
-			// PostgreSQL golden on XFS: ready in 57 ms vs 128 ms). Not
-			// userns-overlay: without root, reflink clones need no user
-			// namespace (which AppArmor may block), no server living in
-			// one, and keep the data dir on the reflink filesystem itself,
-			// where PostgreSQL 18 clones databases in the server.
-			if ob, _ := Get("overlay"); usable(ctx, ob, dir, golden) == nil {
-				return ob, whyOverlayReflink, nil
-			}
-		}
-		return b, Why(n), nil
-	}
-	return nil, "", errs.Unsupported("no backend works for %s: %s", dir, strings.Join(skipped, "; "))
+// WholeFileCopyUp reports whether clones made by b with this scratch dir
+// copy a whole file on its first read-write open (OverlayFS on a
+// filesystem that cannot reflink, such as ext4): the first-write trap.
+func WholeFileCopyUp(b Backend, scratch string) bool {
+	return b != nil && b.Caps().CopiesUp && !CheapCopyUp(b, scratch)
 }
 
 // probeTTL is how long a successful probe is trusted in this process: a
@@ -285,46 +196,3 @@ func ReapProbes(dir string) []string {
 	}
 	return out
 }
-
-// NewDataDir creates the directory a golden is built in: a btrfs subvolume
-// where the store is on btrfs (so it can be snapshotted), else a plain dir.
-func NewDataDir(path string) error {
-	if fs, err := fsutil.FSType(filepath.Dir(path)); err == nil && fs == "btrfs" {
-		if err := createSubvolume(path); err == nil {
-			return os.Chmod(path, 0o700)
-		}
-	}
-	return os.Mkdir(path, 0o700)
-}
-
-// FreezeDataDir makes a finished golden's data dir refuse writes where the
-// filesystem can do that without hurting clones: a btrfs subvolume becomes
-// read-only (snapshots of it stay writable). Elsewhere it does nothing:
-// OverlayFS refuses writes to lower files that are immutable (chattr +i),
-// and read-only modes would be copied into every clone; there the golden
-// is kept out of reach by its root-only directory (see golden.Build).
-func FreezeDataDir(path string) error {
-	if !isSubvolume(path) {
-		return nil
-	}
-	return setSubvolumeReadOnly(path, true)
-}
-
-// RemoveDataDir deletes a data dir made by NewDataDir or by a backend.
-func RemoveDataDir(path string) error {
-	if isSubvolume(path) {
-		if err := deleteSubvolume(path); err == nil {
-			return nil
-		}
-		// Without the ioctl (non-root, no user_subvol_rm_allowed) files
-		// can only go one by one, which a read-only subvolume refuses.
-		_ = setSubvolumeReadOnly(path, false)
-	}
-	// The big files' blocks are freed before the caller returns, not in
-	// the filesystem's background after it (fsutil.FreeBlocks).
-	return fsutil.RemoveClone(path, freeBlocksMin)
-}
-
-// freeBlocksMin: files smaller than this are left to the removal (a
-// truncate each would cost more than it saves).
-const freeBlocksMin = 1 << 20

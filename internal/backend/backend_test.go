@@ -3,10 +3,13 @@ package backend_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dbfork/dbfork/internal/backend"
@@ -17,15 +20,38 @@ import (
 
 // Each filesystem CI can make gets every backend that must work on it,
 // and the backends that must not work are checked to say why.
+//
+// copied is how a golden's data dir is copied there (CopyDataDir): the
+// golden side's backend where one holds the store's data dirs.
 var matrix = []struct {
 	fs      string
 	works   []string
 	refuses map[string]string // backend -> part of its probe error
 	auto    string
+	copied  string
 }{
-	{"host", []string{"overlay", "copy"}, map[string]string{"reflink": "cannot share extents", "btrfs": "not btrfs"}, "overlay"},
-	{"xfs", []string{"reflink", "overlay", "copy"}, map[string]string{"btrfs": "not btrfs"}, "overlay"},
-	{"btrfs", []string{"btrfs", "reflink", "overlay", "copy"}, nil, "btrfs"},
+	{"host", []string{"overlay", "copy"}, map[string]string{"reflink": "cannot share extents", "btrfs": "not btrfs", "userns-overlay": "without root"}, "overlay", "copy"},
+	{"xfs", []string{"reflink", "overlay", "copy"}, map[string]string{"btrfs": "not btrfs", "userns-overlay": "without root"}, "overlay", "reflink"},
+	{"btrfs", []string{"btrfs", "reflink", "overlay", "copy"}, map[string]string{"userns-overlay": "without root"}, "btrfs", "btrfs"},
+}
+
+// Every backend in the table has its entry in both matrices, for every
+// filesystem: it must work there or say why not.
+func TestMatricesCoverTable(t *testing.T) {
+	rows := map[string][]string{}
+	for _, m := range matrix {
+		rows["root "+m.fs] = append(slices.Clone(m.works), slices.Collect(maps.Keys(m.refuses))...)
+	}
+	for _, m := range userMatrix {
+		rows["user "+m.fs] = append(slices.Clone(m.works), slices.Collect(maps.Keys(m.refuses))...)
+	}
+	for row, names := range rows {
+		for _, n := range backend.Names {
+			if !slices.Contains(names, n) {
+				t.Errorf("backend %s has no entry in the %s row of the test matrix", n, row)
+			}
+		}
+	}
 }
 
 func TestBackends(t *testing.T) {
@@ -66,6 +92,7 @@ func TestBackends(t *testing.T) {
 			if b.Name() != m.auto || why == "" {
 				t.Fatalf("auto chose %s (%q), want %s", b.Name(), why, m.auto)
 			}
+			checkGoldenSide(t, root, m.copied)
 		})
 	}
 }
@@ -146,4 +173,71 @@ func TestOverlayMountFlags(t *testing.T) {
 			t.Errorf("overlay clone mounted without %s: %s", want, out)
 		}
 	}
+}
+
+// checkGoldenSide checks the golden data dir's life on the store at root:
+// on btrfs the btrfs golden side makes it a subvolume that freezes
+// read-only (root's writes included), thaws, copies by snapshot and is
+// deleted frozen; elsewhere it is a plain dir that freezing leaves alone.
+func checkGoldenSide(t *testing.T, root, copied string) {
+	g := filepath.Join(root, "golden-side")
+	if err := backend.NewDataDir(g); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(g); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("golden data dir: %v, %v, want mode 0700", fi, err)
+	}
+	write := func(p string) error { return os.WriteFile(filepath.Join(p, "f"), []byte("x"), 0o600) }
+	if err := write(g); err != nil {
+		t.Fatal(err)
+	}
+	onBtrfs := copied == "btrfs"
+	if subvolume(t, g) != onBtrfs {
+		t.Fatalf("golden data dir on %s is a subvolume: %v, want %v", hostFS(t, root), !onBtrfs, onBtrfs)
+	}
+	if err := backend.FreezeDataDir(g); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(g); (err != nil) != onBtrfs {
+		t.Fatalf("write to a frozen golden data dir: %v (refused wanted: %v)", err, onBtrfs)
+	}
+	thawed, err := backend.ThawDataDir(g)
+	if err != nil || thawed != onBtrfs {
+		t.Fatalf("thaw: %v, %v, want %v", thawed, err, onBtrfs)
+	}
+	if err := write(g); err != nil {
+		t.Fatalf("write to a thawed golden data dir: %v", err)
+	}
+	if err := backend.FreezeDataDir(g); err != nil {
+		t.Fatal(err)
+	}
+	c := filepath.Join(root, "golden-side-copy")
+	how, err := backend.CopyDataDir(g, c)
+	if err != nil || how != copied {
+		t.Fatalf("copy of the golden data dir: %q, %v, want %q", how, err, copied)
+	}
+	if subvolume(t, c) != onBtrfs {
+		t.Fatalf("copy on %s is a subvolume: %v, want %v", hostFS(t, root), !onBtrfs, onBtrfs)
+	}
+	if err := write(c); err != nil {
+		t.Fatalf("write to the copy of a frozen golden: %v", err)
+	}
+	for _, p := range []string{c, g} {
+		if err := backend.RemoveDataDir(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s left after RemoveDataDir: %v", p, err)
+		}
+	}
+}
+
+// subvolume tells a btrfs subvolume by what the kernel says of it: its
+// root is always inode 256, on a btrfs filesystem.
+func subvolume(t *testing.T, p string) bool {
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino == 256 && hostFS(t, p) == "btrfs"
 }

@@ -17,6 +17,14 @@ type Btrfs struct{}
 
 func (Btrfs) Name() string { return "btrfs" }
 
+func (Btrfs) Describe() string {
+	return "the store is on btrfs: a subvolume snapshot is O(1) and first writes copy only the blocks written"
+}
+
+// Caps: a snapshot shares every extent, and its files do not share the
+// golden's cached pages.
+func (Btrfs) Caps() Caps { return Caps{SharesExtents: true, ColdPageCache: true} }
+
 func (Btrfs) Probe(ctx context.Context, dir string) error {
 	if fs, err := fsFor(dir); err != nil {
 		return err
@@ -68,6 +76,44 @@ func (b Btrfs) Prepare(ctx context.Context, golden, clone, scratch string) error
 func (Btrfs) Remove(ctx context.Context, clone, scratch string) error {
 	return RemoveDataDir(clone)
 }
+
+// The golden side: a golden built on a btrfs store is a subvolume, so
+// that clones can be snapshots of it; frozen, it is a read-only one.
+
+// MakeGolden makes path a subvolume where the store is on btrfs.
+func (Btrfs) MakeGolden(path string) (bool, error) {
+	if fs, err := fsutil.FSType(filepath.Dir(path)); err != nil || fs != "btrfs" {
+		return false, nil
+	}
+	if err := createSubvolume(path); err != nil {
+		return false, nil // a plain dir then; CanClone says why btrfs cannot clone it
+	}
+	return true, os.Chmod(path, 0o700)
+}
+
+// HoldsGolden: every subvolume (goldens, their snapshots).
+func (Btrfs) HoldsGolden(path string) bool { return isSubvolume(path) }
+
+// FreezeGolden: a read-only subvolume refuses every write, root's
+// included; its snapshots are writable.
+func (Btrfs) FreezeGolden(path string) error { return setSubvolumeReadOnly(path, true) }
+
+func (Btrfs) ThawGolden(path string) error { return setSubvolumeReadOnly(path, false) }
+
+// RemoveGolden deletes the subvolume with one ioctl. Without the ioctl
+// (non-root, no user_subvol_rm_allowed) files can only go one by one,
+// which a read-only subvolume refuses: it is made writable for that.
+func (Btrfs) RemoveGolden(path string) error {
+	if err := deleteSubvolume(path); err != nil {
+		_ = setSubvolumeReadOnly(path, false)
+		return err
+	}
+	return nil
+}
+
+// CopyGolden snapshots src: a snapshot stands alone (deleting src leaves
+// it whole).
+func (Btrfs) CopyGolden(src, dst string) error { return snapshot(src, dst) }
 
 func fsFor(dir string) (string, error) {
 	for d := dir; ; d = filepath.Dir(d) {

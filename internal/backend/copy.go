@@ -12,8 +12,12 @@ type Copy struct{}
 
 func (Copy) Name() string { return "copy" }
 
-// CopiesAll marks Copy as a FullCopier.
-func (Copy) CopiesAll() {}
+func (Copy) Describe() string {
+	return "a full byte copy of the golden per clone: slow and big, the last resort (`dbfork doctor` says how to get copy-on-write)"
+}
+
+// Caps: a copy has just been written, so its pages are cached.
+func (Copy) Caps() Caps { return Caps{FullCopy: true} }
 
 func (Copy) Probe(ctx context.Context, dir string) error {
 	p, done, err := probeDir(dir, "copy")

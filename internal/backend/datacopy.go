@@ -3,37 +3,59 @@ package backend
 import (
 	"errors"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
 
 // CopyDataDir makes dst (which must not exist) a private, writable copy of
-// the data dir src, as cheaply as the store allows: a btrfs snapshot of a
-// subvolume, else a reflink of every file (XFS with reflink=1, btrfs), else
-// a byte copy that keeps holes. Owners, modes and xattrs are kept (see
-// copyTree). It returns how it copied ("btrfs", "reflink" or "copy").
+// the data dir src, as cheaply as the store allows: by the golden side
+// that holds src (a btrfs snapshot of a subvolume), else a reflink of
+// every file (XFS with reflink=1, btrfs), else a byte copy that keeps
+// holes. Owners, modes and xattrs are kept (see copyTree). It returns how
+// it copied: the golden side's backend name ("btrfs"), "reflink" or
+// "copy".
 //
 // A build that starts from an intermediate golden uses it: unlike a
 // clone made by a Backend, the copy stands alone (no lower dir, no
 // mount), so it can be built on and published itself.
 func CopyDataDir(src, dst string) (string, error) {
-	if isSubvolume(src) {
-		if err := snapshot(src, dst); err == nil {
-			return "btrfs", nil
+	if g, name := holder(src); g != nil {
+		if err := g.CopyGolden(src, dst); err == nil {
+			return name, nil
 		}
 	}
 	how := "reflink"
 	err := copyTree(src, dst, func(in, out *os.File) error {
 		if how == "reflink" {
 			err := reflinkFile(in, out)
-			if err == nil || !cannotShare(err) {
+			if err == nil {
+				return keepMtime(in, out)
+			}
+			if !cannotShare(err) {
 				return err
 			}
 			how = "copy" // this filesystem cannot: bytes for every file from here
 		}
-		return byteCopy(in, out)
+		if err := byteCopy(in, out); err != nil {
+			return err
+		}
+		return keepMtime(in, out)
 	})
 	return how, err
+}
+
+// keepMtime gives out the modification time of in: the copy holds the
+// same bytes, and an engine that marked a file as done with (PostgreSQL's
+// page stamping, by size and mtime) then need not read it again. A write
+// after the copy sets a new mtime.
+func keepMtime(in, out *os.File) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(in.Fd()), &st); err != nil {
+		return err
+	}
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, st.Mtim}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(out.Fd())), ts, 0)
 }
 
 // cannotShare reports the errors FICLONE gives where extents cannot be

@@ -20,6 +20,13 @@ type Overlay struct{}
 
 func (Overlay) Name() string { return "overlay" }
 
+func (Overlay) Describe() string {
+	return "kernel OverlayFS works here: one mount per clone, but a file is copied whole on its first read-write open"
+}
+
+// Caps: reads go through the golden's own files and their cached pages.
+func (Overlay) Caps() Caps { return Caps{CopiesUp: true} }
+
 func (o Overlay) Probe(ctx context.Context, dir string) error {
 	p, done, err := probeDir(dir, "overlay")
 	if err != nil {

@@ -36,6 +36,13 @@ type Namespaced interface {
 
 func (UsernsOverlay) Name() string { return "userns-overlay" }
 
+func (UsernsOverlay) Describe() string {
+	return "OverlayFS without root, mounted in the server's own user namespace: one mount per clone, but a file is copied whole on its first read-write open"
+}
+
+// Caps: as for Overlay.
+func (UsernsOverlay) Caps() Caps { return Caps{CopiesUp: true} }
+
 func (u UsernsOverlay) Probe(ctx context.Context, dir string) error {
 	if os.Geteuid() == 0 {
 		return errors.New("for users without root; as root, overlay mounts directly")
@@ -164,16 +171,4 @@ func UsernsBlocked(dir string) string {
 		return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1); give the dbfork binary an AppArmor profile with `userns,` or run: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
 	}
 	return ""
-}
-
-// WholeFileCopyUp reports whether clones of backend name with this
-// scratch dir copy a whole file on its first read-write open (OverlayFS
-// on a filesystem that cannot reflink, such as ext4): the first-write trap.
-func WholeFileCopyUp(name, scratch string) bool {
-	b, err := Get(name)
-	if err != nil {
-		return false
-	}
-	_, ok := b.(CopyUpper)
-	return ok && !CheapCopyUp(name, scratch)
 }

@@ -70,6 +70,7 @@ func newBuildCmd(g *globals) *cobra.Command {
 				if pushed, err = oci.Push(ctx, s, res.Golden, pushTo, nil, rf.registry(), po); err != nil {
 					return fmt.Errorf("golden %s is built, but the push to %s failed: %w", golden.Short(res.Golden.Key), pushTo, err)
 				}
+				pushSteps(ctx, g, s, res.Golden, pushTo, rf, po)
 			}
 			m := res.Golden.Manifest
 			why := explainBuild(g, s, r.Path, res, explain || g.verbose)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/lockfile"
 )
@@ -230,7 +231,7 @@ func daemonEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == "DATABASE_URL" || strings.HasPrefix(k, "PG") || strings.HasPrefix(k, "MYSQL") {
+		if k == "DATABASE_URL" || engine.ClientVar(k) {
 			continue
 		}
 		env = append(env, kv)

@@ -38,6 +38,7 @@ type doctorReport struct {
 	Auto     struct {
 		Backend string `json:"backend"`
 		Why     string `json:"why"`
+		caps    backend.Caps
 	} `json:"auto"`
 	Engines []engineReport    `json:"engines"`
 	Cache   engineCacheReport `json:"engine_cache"`
@@ -96,7 +97,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			}
 			rep.Backends = backend.ProbeAll(ctx, s.InstancesDir())
 			if b, why, err := backend.Select(ctx, "auto", s.InstancesDir(), ""); err == nil {
-				rep.Auto.Backend, rep.Auto.Why = b.Name(), why
+				rep.Auto.Backend, rep.Auto.Why, rep.Auto.caps = b.Name(), why, b.Caps()
 			}
 			rep.Engines = probeEngines(ctx)
 			rep.Cache = cacheReport(g.fetchOptions(s))
@@ -123,7 +124,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 func advice(rep doctorReport) []string {
 	cheap := false
 	for _, p := range rep.Backends {
-		if p.OK && (p.Name == "btrfs" || p.Name == "reflink") {
+		if p.OK && p.Caps().SharesExtents {
 			cheap = true
 		}
 	}
@@ -132,7 +133,7 @@ func advice(rep doctorReport) []string {
 		return out
 	}
 	msg := fmt.Sprintf("the store (%s) cannot snapshot or reflink, so a clone's first write to a table copies the whole file (overlay) or every clone is a full copy; ", rep.Store.FS)
-	if backend.CopiesUp(rep.Auto.Backend) {
+	if rep.Auto.caps.CopiesUp {
 		msg = firstWriteTrap + ": "
 	}
 	switch {
@@ -166,7 +167,7 @@ func printDoctor(g *globals, rep doctorReport) {
 		gs.Count, humanBytes(gs.Bytes), gs.Intermediate, humanBytes(gs.IntermediateBytes))
 	for _, p := range rep.Backends {
 		if p.OK {
-			fmt.Fprintf(w, "  ok    %-14s %s\n", p.Name, backend.Why(p.Name))
+			fmt.Fprintf(w, "  ok    %-14s %s\n", p.Name, p.Describe())
 		} else {
 			fmt.Fprintf(w, "  no    %-14s %s\n", p.Name, p.Error)
 		}

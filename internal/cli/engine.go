@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/fetch"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/project"
@@ -77,8 +78,8 @@ forbid downloads. As root, mvn, pip and the unpacker run as a uid of their own.`
 // engineArg splits "postgres@16.4".
 func engineArg(arg string) (string, string, error) {
 	name, version, ok := strings.Cut(arg, "@")
-	if name == "postgresql" {
-		name = "postgres"
+	if d, err := engine.Lookup(name); err == nil {
+		name = d.Name // an alias (postgresql)
 	}
 	if !ok || name == "" || version == "" {
 		return "", "", errs.Invalid("%q: name an engine and version as ENGINE@VERSION, e.g. postgres@16 or mariadb@11.4", arg)

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
-	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -161,7 +161,8 @@ func humanBytes(n int64) string {
 
 // shortVersion turns "postgres (PostgreSQL) 15.18 (Debian ...)" into
 // "15.18" and "/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-..." into "10.11.19".
-func shortVersion(v string) string { return project.ShortVersion(v) }
+// Each engine's driver reads its own banner.
+func shortVersion(v string) string { return engine.ShortVersion(v) }
 
 // shortOrigin shortens the key tags and digests in a golden's origin.
 func shortOrigin(o string) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/project"
@@ -27,7 +28,7 @@ type upFlags struct {
 
 func (f *upFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "recipe file (default ./dbfork.toml)")
-	cmd.Flags().StringVar(&f.backend, "backend", "auto", "clone backend: auto, btrfs, reflink, overlay, userns-overlay or copy")
+	cmd.Flags().StringVar(&f.backend, "backend", "auto", "clone backend: "+backend.Choices())
 	cmd.Flags().BoolVar(&f.noDaemon, "no-daemon", false, "do not use a running `dbfork serve`; clone and start here")
 	cmd.Flags().BoolVar(&f.noWarm, "no-warm", false, "do not read a reflink or btrfs clone into the page cache in the background once it is ready (also: [pool] prewarm = false)")
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 
+	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
@@ -22,7 +23,7 @@ func perInstance(engineName, backendName string, goldenBytes int64) (mem, disk u
 		mem = e.MemoryPerInstance
 	}
 	disk = cowDisk
-	if backendName == "copy" {
+	if b, err := backend.Get(backendName); err == nil && b.Caps().FullCopy {
 		disk = uint64(goldenBytes)
 	}
 	return mem, disk

@@ -166,10 +166,7 @@ func (d *Daemon) clonesDatabases(ctx context.Context, e *entry, st *instance.Sta
 		return nil, false
 	}
 	e.dbOnce.Do(func() {
-		b, err := backend.Get("reflink")
-		if err == nil {
-			err = b.Probe(ctx, st.Dir)
-		}
+		err := backend.FilesShareExtents(ctx, st.Dir)
 		e.dbShares = err == nil
 		if err != nil {
 			d.o.Log.Info("no fresh databases: the store does not share extents; leases reset instead", "pool", e.id, "err", err)

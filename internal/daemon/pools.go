@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
-	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/faults"
@@ -216,7 +215,7 @@ func (d *Daemon) recyclePooled(ctx context.Context, e *entry, in *instance.Insta
 	// A restored clone kept its files and their cached pages; a clone
 	// that copies up (OverlayFS) is a new mount whose hot tables must be
 	// copied up again.
-	return d.warm(ctx, e, nin, e.prewarm && backend.CopiesUp(nin.State.Backend))
+	return d.warm(ctx, e, nin, e.prewarm && nin.State.Caps().CopiesUp)
 }
 
 // destroyPooled stops and removes a pool's instance.

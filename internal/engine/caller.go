@@ -113,7 +113,7 @@ func passedToOthers(k string) bool {
 	case "PATH", "LANG", "TZ", "TERM", "DATABASE_URL":
 		return true
 	}
-	for _, p := range []string{"LC_", "PG", "MYSQL_", "DBFORK_INSTANCE"} {
+	for _, p := range append([]string{"LC_", "DBFORK_INSTANCE"}, ClientPrefixes()...) {
 		if strings.HasPrefix(k, p) {
 			return true
 		}

@@ -43,6 +43,12 @@ const (
 //     127.0.0.1 only.
 //   - Stop with Clean=true leaves a data dir that starts without crash
 //     recovery.
+//
+// Optional abilities, asked with a type assertion and all declared in
+// this package: Loader (builds), CleanChecker, Sealer, BuildTuner,
+// SlotMaker (optional.go), SettingsChecker (protected.go), HotFiler,
+// PageSizer, DatabaseCloner, ArtifactChecker (below). What dbfork knows
+// of an engine without a value of it is its Driver (driver.go).
 type Engine interface {
 	Name() string
 	Version(ctx context.Context) (string, error)

@@ -75,7 +75,7 @@ type Loader interface {
 // Want names the server a golden needs: what the engines registry opens
 // (the golden package fills it from a recipe).
 type Want struct {
-	Engine  string // registry name
+	Engine  string // registry name or alias
 	Version string // wanted major version; empty: whatever is found
 	Bindir  string // where the server binaries are; empty: search
 	// NoFetch forbids fetching a server build into the engine cache.
@@ -83,6 +83,8 @@ type Want struct {
 	// Settings are the server settings instances get; an engine refuses
 	// the ones it keeps for itself.
 	Settings map[string]string
+	// Recipe names the recipe file in errors about its choices.
+	Recipe string
 }
 
 // ShownName is how messages name st.Files[i]: relative to b.Dir, by the

@@ -4,13 +4,19 @@ import "strings"
 
 // TCPOnly rewrites a client environment for a user who cannot enter the
 // server's socket dir (private to the server user): clients go over
-// 127.0.0.1 with the instance password instead. This is the one place
-// that knows which variables point clients at a socket.
+// 127.0.0.1 with the instance password instead. Each driver names the
+// variables that point its clients at a socket (Driver.Client).
 func TCPOnly(env map[string]string) {
-	if h, ok := env["PGHOST"]; ok && strings.HasPrefix(h, "/") {
-		env["PGHOST"] = "127.0.0.1"
+	for _, d := range Drivers() {
+		for _, k := range d.Client.HostVars {
+			if h, ok := env[k]; ok && strings.HasPrefix(h, "/") {
+				env[k] = "127.0.0.1"
+			}
+		}
+		for _, k := range d.Client.SocketVars {
+			delete(env, k)
+		}
 	}
-	delete(env, "MYSQL_UNIX_PORT")
 }
 
 // tcpOnlyKV is TCPOnly for an os/exec environment list.

@@ -22,12 +22,6 @@ import (
 	"github.com/dbfork/dbfork/internal/store"
 )
 
-// CleanChecker is implemented by engines that can prove a data dir was
-// shut down cleanly (PostgreSQL: pg_controldata; MariaDB: its log).
-type CleanChecker interface {
-	CheckCleanShutdown(ctx context.Context, dataDir, logFile string) error
-}
-
 // Options tune a build.
 type Options struct {
 	Progress *progress.Reporter
@@ -189,7 +183,7 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	}
 	defer buildLog.Close()
 
-	plan := planSteps(s, eng, r, version, inputs, o)
+	plan := planSteps(ctx, s, eng, r, version, inputs, o)
 	if plan.base != nil {
 		if err := startFromStep(ctx, s, r, tmp, plan, o); err != nil {
 			return nil, err
@@ -234,7 +228,11 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 
 	o.Progress.Step("fsync and checksum")
 	_ = os.Remove(sock)
-	_ = os.Remove(filepath.Join(data, "postmaster.opts"))
+	if d, err := engine.Lookup(eng.Name()); err == nil {
+		for _, f := range d.BuildLeftovers {
+			_ = os.Remove(filepath.Join(data, f))
+		}
+	}
 	if err := endBuildUser(ctx, bu, tmp); err != nil {
 		return nil, err
 	}
@@ -343,13 +341,6 @@ func buildSpec(u store.User, eng engine.Engine, r *recipe.Recipe, tmp string, sr
 	}
 }
 
-// Sealer is an engine that reworks a cleanly stopped golden with one more
-// server run before it is checksummed (MariaDB: the clones' redo log,
-// stored sparse). The server it starts goes through spec.OnLaunch.
-type Sealer interface {
-	Seal(ctx context.Context, spec engine.StartSpec) error
-}
-
 // loadSteps runs the recipe's load steps from..to-1 (0-based) from
 // private copies of their inputs (see snapshotInputs), then checks that
 // the inputs of `run` steps, which their commands read themselves, still
@@ -389,7 +380,7 @@ func stopBuildServer(ctx context.Context, u store.User, eng engine.Engine, ld en
 	if err := eng.Stop(ctx, srv, true); err != nil {
 		return err
 	}
-	if cc, ok := eng.(CleanChecker); ok {
+	if cc, ok := eng.(engine.CleanChecker); ok {
 		if err := cc.CheckCleanShutdown(ctx, filepath.Join(tmp, "data"), filepath.Join(tmp, "server.log")); err != nil {
 			return err
 		}
@@ -399,7 +390,7 @@ func stopBuildServer(ctx context.Context, u store.User, eng engine.Engine, ld en
 	if err := store.KillUserProcesses(ctx, u.UID, tmp); err != nil {
 		return err
 	}
-	if sl, ok := eng.(Sealer); ok {
+	if sl, ok := eng.(engine.Sealer); ok {
 		o.Progress.Step("seal")
 		var sealing *engine.Server
 		if err := sl.Seal(ctx, buildSpec(u, eng, r, tmp, &sealing)); err != nil {

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"path/filepath"
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/recipe"
@@ -46,6 +47,9 @@ type keyStep struct {
 // Key computes a recipe's key for an engine, hashing every input (through
 // the cache, so an unchanged multi-GB seed costs a stat per file).
 func Key(ctx context.Context, eng engine.Engine, r *recipe.Recipe, hc *HashCache) (string, []Input, string, error) {
+	if err := engine.CheckSlots(eng.Name(), filepath.Base(r.Path), r.Fresh.Slots); err != nil {
+		return "", nil, "", err
+	}
 	version, err := eng.Version(ctx)
 	if err != nil {
 		return "", nil, "", err

@@ -16,7 +16,7 @@ import (
 
 // EngineWant names the server r needs, for the engines registry.
 func EngineWant(r *recipe.Recipe) engine.Want {
-	return engine.Want{Engine: r.Engine, Version: r.Version, Bindir: r.Bindir, NoFetch: r.NoFetch, Settings: r.Settings}
+	return engine.Want{Engine: r.Engine, Version: r.Version, Bindir: r.Bindir, NoFetch: r.NoFetch, Settings: r.Settings, Recipe: filepath.Base(r.Path)}
 }
 
 // ClusterOf is what a golden's data dir is created for.

@@ -64,14 +64,8 @@ func sendRemote(ctx context.Context, s *store.Store, g *Golden, repo string, o O
 	return o.Remote.Send(ctx, s, g, repo)
 }
 
-// BuildTuner is implemented by engines with server settings for build
-// servers only (never for clones).
-type BuildTuner interface {
-	BuildSettings() map[string]string
-}
-
 func buildSettings(eng engine.Engine) map[string]string {
-	if bt, ok := eng.(BuildTuner); ok {
+	if bt, ok := eng.(engine.BuildTuner); ok {
 		return bt.BuildSettings()
 	}
 	return nil

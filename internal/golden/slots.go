@@ -15,13 +15,6 @@ import (
 	"github.com/dbfork/dbfork/internal/recipe"
 )
 
-// SlotMaker is implemented by engines that can copy the recipe's
-// database into further databases of the same server at build time
-// (PostgreSQL: CREATE DATABASE … TEMPLATE … STRATEGY FILE_COPY).
-type SlotMaker interface {
-	MakeSlots(ctx context.Context, srv *engine.Server, names []string) error
-}
-
 // SlotNames are the names of a golden's n slots: slot_000, slot_001, …
 // (fixed, so the manifest and every clone agree without asking the server).
 func SlotNames(n int) []string {
@@ -45,7 +38,7 @@ func makeSlots(ctx context.Context, eng engine.Engine, srv *engine.Server, r *re
 	if len(names) == 0 {
 		return nil
 	}
-	sm, ok := eng.(SlotMaker)
+	sm, ok := eng.(engine.SlotMaker)
 	if !ok {
 		return errs.Unsupported("[fresh] slots: %s cannot copy a database inside its server; remove slots from the recipe", eng.Name())
 	}

@@ -47,7 +47,7 @@ type stepPlan struct {
 
 // planSteps computes the step keys of r and finds the longest prefix of
 // steps an intermediate golden in the store already holds.
-func planSteps(s *store.Store, eng engine.Engine, r *recipe.Recipe, version string, inputs []Input, o Options) stepPlan {
+func planSteps(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, version string, inputs []Input, o Options) stepPlan {
 	p := stepPlan{min: o.StepCacheMin}
 	if p.min == 0 {
 		p.min = DefaultStepCacheMin
@@ -58,7 +58,14 @@ func planSteps(s *store.Store, eng engine.Engine, r *recipe.Recipe, version stri
 	}
 	for i := len(p.keys) - 2; i >= 0; i-- {
 		g, err := Lookup(s, p.keys[i])
-		if err != nil || g.Manifest.Intermediate == nil || g.Manifest.Intermediate.Step != i+1 {
+		if err != nil {
+			// The recipe's [cache] may hold it: a teammate's or CI's
+			// build pushed the states it kept.
+			if g = fetchStep(ctx, s, p.keys[i], r.Cache.From, o); g == nil {
+				continue
+			}
+		}
+		if g.Manifest.Intermediate == nil || g.Manifest.Intermediate.Step != i+1 {
 			continue
 		}
 		if probs, err := Verify(g, false); err != nil || len(probs) > 0 {
@@ -155,7 +162,7 @@ func stepBoundary(ctx context.Context, s *store.Store, eng engine.Engine, ld eng
 		if err := eng.Stop(ctx, *srv, true); err != nil {
 			return err
 		}
-		if cc, ok := eng.(CleanChecker); ok {
+		if cc, ok := eng.(engine.CleanChecker); ok {
 			if err := cc.CheckCleanShutdown(ctx, filepath.Join(tmp, "data"), filepath.Join(tmp, "server.log")); err != nil {
 				return err
 			}
@@ -228,12 +235,52 @@ func publishStep(ctx context.Context, s *store.Store, eng engine.Engine, r *reci
 	}
 	m := stepManifest(eng, r, version, inputs, p, i)
 	m.BuildSeconds, m.TotalBytes, m.Files = time.Since(start).Seconds(), total, files
-	if _, err := Publish(s, itmp, m, "step"); err != nil {
+	ig, err := Publish(s, itmp, m, "step")
+	if err != nil {
 		return err
 	}
 	MarkUsed(s, key, r.Path)
 	o.Log.Info("intermediate golden published", "step", i+1, "key", key, "bytes", total)
+	if r.Cache.To != "" && o.Remote != nil {
+		// Shared like the golden, so the next machine's build of a
+		// changed migration starts here too; failing to is only said.
+		if perr := o.Remote.Send(ctx, s, ig, r.Cache.To); perr != nil {
+			o.Log.Warn("could not push the intermediate golden to the cache", "step", i+1, "repo", r.Cache.To, "err", perr)
+		}
+	}
 	return nil
+}
+
+// fetchStep pulls the intermediate golden key from the recipe's cache
+// repo, under the key's build lock (the registry's artifact must carry
+// that key, or it is refused); nil when there is no repo, it lacks one,
+// or the pull fails (said in the log: the build goes on without it).
+func fetchStep(ctx context.Context, s *store.Store, key, repo string, o Options) *Golden {
+	if o.Remote == nil || repo == "" {
+		return nil
+	}
+	lock, err := lockfile.Acquire(ctx, s.BuildLock(key), nil)
+	if err != nil {
+		return nil
+	}
+	defer lock.Release()
+	if g, err := Lookup(s, key); err == nil {
+		return g
+	}
+	ok, err := o.Remote.Fetch(ctx, s, key, repo)
+	if err != nil {
+		o.Log.Warn("could not pull an intermediate golden from the cache", "repo", repo, "key", key, "err", err)
+		return nil
+	}
+	if !ok {
+		return nil
+	}
+	g, err := Lookup(s, key)
+	if err != nil {
+		return nil
+	}
+	o.Log.Info("pulled intermediate golden", "repo", repo, "key", key)
+	return g
 }
 
 // stepManifest describes the intermediate golden of step i (0-based):

@@ -30,7 +30,7 @@ func (in *Instance) afterReset(b backend.Backend, g *golden.Golden) func() {
 	aside, asideScratch := st.DataDir+asideSuffix, st.Scratch+asideSuffix
 	trash, trashScratch := st.DataDir+trashSuffix, st.Scratch+trashSuffix
 	next, nextScratch := st.DataDir+nextSuffix, st.Scratch+nextSuffix
-	ahead := in.PrepareAhead && backend.SharesData(b.Name())
+	ahead := in.PrepareAhead && !b.Caps().FullCopy
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &aheadWork{prepared: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
 	prev := in.removing

@@ -35,7 +35,7 @@ type Usage struct {
 // goldenData is the golden's data dir, to tell new files from changed ones.
 func Inspect(st *State, goldenData string) (*Usage, error) {
 	u := &Usage{ID: st.ID, Backend: st.Backend}
-	root, apart := backend.Owned(st.Backend, st.DataDir, st.Scratch)
+	root, apart := backend.Owned(st.cloneBackend(), st.DataDir, st.Scratch)
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
@@ -75,6 +75,6 @@ func Inspect(st *State, goldenData string) (*Usage, error) {
 // OwnedDir is the dir whose private bytes are what the instance's clone
 // owns (see backend.Owned).
 func OwnedDir(st *State) string {
-	d, _ := backend.Owned(st.Backend, st.DataDir, st.Scratch)
+	d, _ := backend.Owned(st.cloneBackend(), st.DataDir, st.Scratch)
 	return d
 }

@@ -50,7 +50,7 @@ func Prewarm(ctx context.Context, st *State, hot []string, urgent func() bool) (
 	}
 	t0 := time.Now()
 	w := &prewarmer{ctx: ctx, urgent: urgent, rw: map[string]bool{}, buf: make([]byte, 1<<20)}
-	w.res.CopiedUp = backend.CheapCopyUp(st.Backend, st.Scratch)
+	w.res.CopiedUp = backend.CheapCopyUp(st.cloneBackend(), st.Scratch)
 	for _, h := range hot {
 		w.rw[strings.TrimPrefix(filepath.Clean("/"+h), "/")] = true
 	}

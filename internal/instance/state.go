@@ -246,8 +246,24 @@ func (st *State) Public() View {
 	if st.Status == StatusReady && !st.Alive() {
 		v.Status = "dead"
 	}
-	v.WholeFileCopyUp = backend.WholeFileCopyUp(st.Backend, st.Scratch)
+	v.WholeFileCopyUp = backend.WholeFileCopyUp(st.cloneBackend(), st.Scratch)
 	return v
+}
+
+// cloneBackend is the backend st's clone was made with; nil for a name
+// this dbfork does not know (a record from another version).
+func (st *State) cloneBackend() backend.Backend {
+	b, _ := backend.Get(st.Backend)
+	return b
+}
+
+// Caps is what st's clone costs (see backend.Caps); zero for a backend
+// this dbfork does not know.
+func (st *State) Caps() backend.Caps {
+	if b := st.cloneBackend(); b != nil {
+		return b.Caps()
+	}
+	return backend.Caps{}
 }
 
 // ClientEnv is the environment a test gets for this instance: the

@@ -72,7 +72,7 @@ func (in *Instance) WarmInBackground(s *store.Store) (bool, error) {
 	if os.Geteuid() != 0 || !store.IsDynamicUID(st.UID) || st.Server == nil {
 		return false, nil
 	}
-	if st.Backend != "reflink" && st.Backend != "btrfs" {
+	if !st.Caps().ColdPageCache {
 		return false, nil
 	}
 	if st.Server.Outside(st.DataDir) != st.DataDir {

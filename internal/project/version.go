@@ -2,7 +2,6 @@ package project
 
 import (
 	"context"
-	"regexp"
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/engines"
@@ -24,16 +23,16 @@ func EngineCheck(open Opener) func(ctx context.Context, name, version string) (e
 // golden built with engine name at version (an installed server, or one
 // the engine cache holds or may fetch), and refuses any other version.
 func CheckEngine(ctx context.Context, open Opener, name, version string) (engine.Engine, error) {
-	eng, err := open(ctx, engine.Want{Engine: name, Version: MajorVersion(name, ShortVersion(version))})
+	eng, err := open(ctx, engine.Want{Engine: name, Version: MajorVersion(name, engine.ShortVersion(version))})
 	if err != nil {
-		return nil, errs.Unsupported("the golden was built with %s %s, which this machine lacks (%v); install it, or build here: a build with another server version has another key", name, ShortVersion(version), err)
+		return nil, errs.Unsupported("the golden was built with %s %s, which this machine lacks (%v); install it, or build here: a build with another server version has another key", name, engine.ShortVersion(version), err)
 	}
 	have, err := eng.Version(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if have != version {
-		return nil, errs.Conflict("the golden was built with %s %s but this machine runs %s %s; the exact server version is part of the key, so recipes here have another key: install %s %s, or build here (and push with --cache-to)", name, ShortVersion(version), name, ShortVersion(have), name, ShortVersion(version))
+		return nil, errs.Conflict("the golden was built with %s %s but this machine runs %s %s; the exact server version is part of the key, so recipes here have another key: install %s %s, or build here (and push with --cache-to)", name, engine.ShortVersion(version), name, engine.ShortVersion(have), name, engine.ShortVersion(version))
 	}
 	return eng, nil
 }
@@ -47,14 +46,3 @@ func MajorVersion(name, v string) string {
 	}
 	return e.Major(v)
 }
-
-// ShortVersion turns "postgres (PostgreSQL) 15.18 (Debian ...)" into
-// "15.18" and "/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-..." into "10.11.19".
-func ShortVersion(v string) string {
-	if m := versionRe.FindStringSubmatch(v); m != nil {
-		return m[1]
-	}
-	return v
-}
-
-var versionRe = regexp.MustCompile(`(?:\(PostgreSQL\)|Ver) ([0-9]+(?:\.[0-9]+)+)`)

@@ -25,13 +25,8 @@ func (r *Recipe) fillFresh(name string, raw *rawFresh) error {
 	if n < 0 || n > MaxSlots {
 		return errs.Invalid("%s: [fresh] slots = %d: use 0 to %d", name, n, MaxSlots)
 	}
-	// A MariaDB/MySQL database is a directory of per-table files whose
-	// copy (CREATE DATABASE, then CREATE TABLE … LIKE and INSERT … SELECT
-	// per table) costs as much as loading it again and shares nothing on
-	// disk; reset in place is the fast path there.
-	if n > 0 && r.Engine != "postgres" {
-		return errs.Invalid("%s: [fresh] slots works with engine = \"postgres\" only (a %s database cannot be copied as files); remove it, leases reset in place instead", name, r.Engine)
-	}
+	// Whether the engine's goldens can carry slots is its driver's to say
+	// (engine.CheckSlots, asked when the key is computed).
 	r.Fresh.Slots = n
 	return nil
 }

@@ -8,8 +8,9 @@ import (
 	"github.com/dbfork/dbfork/internal/errs"
 )
 
-// [fresh] slots: 0 by default, 0..MaxSlots, PostgreSQL only, and a bad
-// value is one line naming the key and what to do.
+// [fresh] slots: 0 by default, 0..MaxSlots, and a bad value is one line
+// naming the key and what to do. Which engines take slots is their
+// drivers' to say (engines.TestRecipeChoices).
 func TestFreshSlots(t *testing.T) {
 	parse := func(body string) (*Recipe, error) {
 		t.Helper()
@@ -26,7 +27,6 @@ func TestFreshSlots(t *testing.T) {
 	for body, want := range map[string]string{
 		"engine = \"postgres\"\n[fresh]\nslots = 257\n": "use 0 to 256",
 		"engine = \"postgres\"\n[fresh]\nslots = -1\n":  "use 0 to 256",
-		"engine = \"mariadb\"\n[fresh]\nslots = 4\n":    "postgres\" only",
 		"engine = \"postgres\"\n[fresh]\nslot = 4\n":    "unknown key",
 	} {
 		_, err := parse(body)

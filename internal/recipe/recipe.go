@@ -158,6 +158,8 @@ func (s *stringList) UnmarshalTOML(v any) error {
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
+var engineNameRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
 // Load reads and validates the recipe at path.
@@ -232,16 +234,14 @@ func syntaxError(name string, data []byte, err error) error {
 }
 
 func (r *Recipe) fill(name string, raw *rawRecipe) error {
+	// Only the spelling is checked here: which engines exist is the
+	// engine registry's to say, when the engine is opened (aliases too).
 	r.Engine = strings.ToLower(strings.TrimSpace(raw.Engine))
-	if r.Engine == "postgresql" {
-		r.Engine = "postgres"
-	}
-	switch r.Engine {
-	case "":
+	switch {
+	case r.Engine == "":
 		return errs.Invalid("%s: engine is missing (set engine = \"postgres\", \"mariadb\" or \"mysql\")", name)
-	case "postgres", "mariadb", "mysql":
-	default:
-		return errs.Invalid("%s: unknown engine %q (use \"postgres\", \"mariadb\" or \"mysql\")", name, raw.Engine)
+	case !engineNameRe.MatchString(r.Engine):
+		return errs.Invalid("%s: engine %q is not an engine name (a word such as \"postgres\")", name, raw.Engine)
 	}
 	r.Version = raw.Version
 	if raw.Version != "" && !regexp.MustCompile(`^[0-9]+(\.[0-9]+)*$`).MatchString(raw.Version) {

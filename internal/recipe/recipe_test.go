@@ -92,7 +92,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Engine != "postgres" || r.Database != "app" || r.Owner != "app" || !r.Freeze || r.Locale != "C" || r.Pool.Max != 8 || !r.Pool.Prewarm {
+	// The alias is the engine registry's to resolve (engines.Open).
+	if r.Engine != "postgresql" || r.Database != "app" || r.Owner != "app" || !r.Freeze || r.Locale != "C" || r.Pool.Max != 8 || !r.Pool.Prewarm {
 		t.Fatalf("defaults: %+v", r)
 	}
 	r, err = Parse("/x/dbfork.toml", []byte("engine = \"postgres\"\n[pool]\nprewarm = false\n"))
@@ -111,7 +112,7 @@ func TestBadRecipes(t *testing.T) {
 		{"unknown key", "engine = \"postgres\"\ndatbase = \"x\"\n", `unknown key "datbase"`, errs.ErrInvalid},
 		{"unknown step key", "engine = \"postgres\"\n[[load]]\nsql = \"a.sql\"\nfile = \"x\"\n", `unknown key "load.file"`, errs.ErrInvalid},
 		{"no engine", "database = \"x\"\n", "engine is missing", errs.ErrInvalid},
-		{"bad engine", "engine = \"oracle\"\n", `unknown engine "oracle"`, errs.ErrInvalid},
+		{"bad engine", "engine = \"my sql\"\n", `engine "my sql" is not an engine name`, errs.ErrInvalid},
 		{"missing file", "engine = \"postgres\"\n[[load]]\nsql = \"nope.sql\"\n", "load[1]: file " + dir + "/nope.sql not found", errs.ErrInvalid},
 		{"empty glob", "engine = \"postgres\"\n[[load]]\nsql = \"seed/*.sql\"\n", `no file matches "seed/*.sql"`, errs.ErrInvalid},
 		{"two kinds", "engine = \"postgres\"\n[[load]]\nsql = \"a.sql\"\nrun = \"x\"\n", "needs exactly one of sql, dump or run", errs.ErrInvalid},

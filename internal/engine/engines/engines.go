@@ -12,15 +12,18 @@ import (
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/fetch"
-	"github.com/dbfork/dbfork/internal/engine/mysql"
-	"github.com/dbfork/dbfork/internal/engine/postgres"
 	"github.com/dbfork/dbfork/internal/errs"
 )
 
 // Open locates installed server binaries for r (no engine cache), and
-// refuses settings the engine keeps for itself.
+// refuses settings the engine keeps for itself. An engine no driver
+// registered is the recipe's mistake (engine.DriverFor).
 func Open(ctx context.Context, r engine.Want) (engine.Engine, error) {
-	e, err := open(ctx, r)
+	d, err := engine.DriverFor(r)
+	if err != nil {
+		return nil, err
+	}
+	e, err := d.Open(ctx, r.Bindir, r.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -28,14 +31,6 @@ func Open(ctx context.Context, r engine.Want) (engine.Engine, error) {
 		return nil, err
 	}
 	return e, nil
-}
-
-func open(ctx context.Context, r engine.Want) (engine.Engine, error) {
-	e, err := Lookup(r.Engine)
-	if err != nil {
-		return nil, err
-	}
-	return e.Open(ctx, r.Bindir, r.Version)
 }
 
 // Opener opens engines with an engine cache behind the installed ones.
@@ -58,11 +53,16 @@ func (o *Opener) Open(ctx context.Context, r engine.Want) (engine.Engine, error)
 	if err == nil || o == nil || o.Cache == nil || r.Bindir != "" || r.Version == "" || !errors.Is(err, errs.ErrMissingTool) {
 		return eng, err
 	}
+	d, derr := engine.DriverFor(r)
+	if derr != nil {
+		return nil, err
+	}
+	r.Engine = d.Name // an alias fetches as its engine
 	if _, perr := fetch.PackageFor(r.Engine); perr != nil {
 		return nil, err
 	}
-	if e, lerr := Lookup(r.Engine); lerr == nil && e.Oldest != "" && olderThan(r.Version, e.Oldest) {
-		return nil, fmt.Errorf("%w; dbfork runs %s %s and later, so it does not fetch %s", err, r.Engine, e.Oldest, r.Version)
+	if d.Oldest != "" && olderThan(r.Version, d.Oldest) {
+		return nil, fmt.Errorf("%w; dbfork runs %s %s and later, so it does not fetch %s", err, r.Engine, d.Oldest, r.Version)
 	}
 	cache := o.Cache
 	if r.NoFetch {
@@ -84,29 +84,36 @@ func (o *Opener) Open(ctx context.Context, r engine.Want) (engine.Engine, error)
 
 // OpenInstalled opens a build from the engine cache.
 func OpenInstalled(ctx context.Context, in *fetch.Installed, cache *fetch.Cache) (engine.Engine, error) {
-	switch in.Engine {
-	case "postgres":
-		return postgres.NewAt(ctx, in.BinDir(), ClientDirs(cache))
-	case "mariadb":
-		return mysql.NewAt(ctx, mysql.MariaDB, in.Dir)
+	d, err := engine.Lookup(in.Engine)
+	if err != nil || d.OpenCached == nil {
+		return nil, errs.Unsupported("engine cache entry %s: unknown engine %q", in.Name, in.Engine)
 	}
-	return nil, errs.Unsupported("engine cache entry %s: unknown engine %q", in.Name, in.Engine)
+	return d.OpenCached(ctx, engine.CachedBuild{Dir: in.Dir, BinDir: in.BinDir(), ClientDirs: clientDirs(cache, d)})
 }
 
-// ClientDirs are the cached PostgreSQL builds that carry client tools, so
-// a server build without them can borrow a newer psql and pg_restore.
+// ClientDirs are the cached builds that carry client tools, so a server
+// build without them can borrow newer ones (PostgreSQL: psql, pg_restore).
 func ClientDirs(cache *fetch.Cache) []string {
-	if cache == nil {
+	var dirs []string
+	for _, d := range engine.Drivers() {
+		dirs = append(dirs, clientDirs(cache, d)...)
+	}
+	return dirs
+}
+
+// clientDirs are the bin dirs of d's cached builds holding d's client tool.
+func clientDirs(cache *fetch.Cache, d *engine.Driver) []string {
+	if cache == nil || d.Client.Tool == "" {
 		return nil
 	}
 	all, _ := cache.List()
 	var dirs []string
 	for _, in := range all {
-		if in.Engine != "postgres" {
+		if in.Engine != d.Name {
 			continue
 		}
 		bin := in.BinDir()
-		if _, err := os.Stat(filepath.Join(bin, "psql")); err == nil {
+		if _, err := os.Stat(filepath.Join(bin, d.Client.Tool)); err == nil {
 			dirs = append(dirs, bin)
 		}
 	}

@@ -60,7 +60,7 @@ func testDriver(t *testing.T, d Dialect, eng engine.Engine) {
 	if err := eng.Stop(ctx, srv, true); err != nil {
 		t.Fatalf("clean stop: %v", err)
 	}
-	if cc, ok := eng.(golden.CleanChecker); ok {
+	if cc, ok := eng.(engine.CleanChecker); ok {
 		if err := cc.CheckCleanShutdown(ctx, data, spec.LogFile); err != nil {
 			t.Fatalf("after a clean stop: %v", err)
 		}

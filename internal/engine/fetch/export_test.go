@@ -12,3 +12,6 @@ var Pins = pins
 
 // PinKey is the pin table's key for one version of a package.
 func (p *Package) PinKey(version string) string { return p.pinKey(version) }
+
+// KnownFormat says whether an unpacker of that name exists.
+func KnownFormat(format string) bool { _, ok := unpackers[format]; return ok }

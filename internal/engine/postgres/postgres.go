@@ -137,12 +137,66 @@ func (p *Postgres) Finish(ctx context.Context, srv *engine.Server, r engine.Buil
 		return fmt.Errorf("drop build password: %w", err)
 	}
 	if r.Freeze {
-		if _, err := c.Exec(ctx, "VACUUM (FREEZE, ANALYZE)"); err != nil {
-			return fmt.Errorf("vacuum freeze: %w", err)
+		stmt := "VACUUM (FREEZE, ANALYZE)"
+		if p.major() >= 15 {
+			if stmt, err = freezeWhatChanged(ctx, c); err != nil {
+				return fmt.Errorf("vacuum freeze: %w", err)
+			}
+		}
+		if stmt != "" {
+			if _, err := c.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("vacuum freeze: %w", err)
+			}
 		}
 	}
 	_, err = c.Exec(ctx, "CHECKPOINT")
 	return err
+}
+
+// changedTables lists the tables (catalogs included) a freeze and analyze
+// has work in: never vacuumed in this cluster's statistics, written since
+// their last vacuum or analyze, or a table with rows and a column without
+// statistics (a column added with a default writes no row). A build that
+// started from an intermediate golden (frozen and analyzed when it was
+// kept; PostgreSQL 15 and later keep these counters across a clean
+// restart) then skips the seed's tables: ANALYZE alone read 30,000 pages
+// of a 1.3 GB table whose copy has a cold page cache. A full build lists
+// every table it loaded. Counters lost in a crash read as "never".
+const changedTables = `
+SELECT format('%I.%I', s.schemaname, s.relname)
+FROM pg_stat_all_tables s JOIN pg_class c ON c.oid = s.relid
+WHERE c.relkind IN ('r', 'm') AND (
+  (s.last_vacuum IS NULL AND s.last_autovacuum IS NULL)
+  OR (s.last_analyze IS NULL AND s.last_autoanalyze IS NULL)
+  OR s.n_mod_since_analyze > 0 OR s.n_ins_since_vacuum > 0 OR s.n_dead_tup > 0
+  OR (c.reltuples > 0 AND EXISTS (
+    SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+      AND NOT EXISTS (SELECT 1 FROM pg_statistic st WHERE st.starelid = c.oid AND st.staattnum = a.attnum))))
+ORDER BY 1`
+
+// freezeWhatChanged is the VACUUM (FREEZE, ANALYZE) statement for the
+// tables changedTables lists ("" for none; the whole database when every
+// table is listed, as in a full build).
+func freezeWhatChanged(ctx context.Context, c *pgx.Conn) (string, error) {
+	var total int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_all_tables s JOIN pg_class c ON c.oid = s.relid WHERE c.relkind IN ('r', 'm')").Scan(&total); err != nil {
+		return "", err
+	}
+	rows, err := c.Query(ctx, changedTables)
+	if err != nil {
+		return "", err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case len(names) == 0:
+		return "", nil
+	case len(names) >= total:
+		return "VACUUM (FREEZE, ANALYZE)", nil
+	}
+	return "VACUUM (FREEZE, ANALYZE) " + strings.Join(names, ", "), nil
 }
 
 func (p *Postgres) Conn(srv *engine.Server) engine.Conn {

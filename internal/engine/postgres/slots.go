@@ -7,7 +7,7 @@ import (
 	"github.com/dbfork/dbfork/internal/engine"
 )
 
-// MakeSlots implements golden.SlotMaker: each slot is a FILE_COPY of the
+// MakeSlots implements engine.SlotMaker: each slot is a FILE_COPY of the
 // build's database. CREATE DATABASE refuses a template with other
 // sessions, so those (a run step's leftovers) are ended first. On
 // PostgreSQL 18 the copy asks for file_copy_method = clone, a reflink

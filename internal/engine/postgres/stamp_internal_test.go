@@ -142,3 +142,39 @@ func TestClassify(t *testing.T) {
 		t.Error("a page with GiST's page id was stamped as a B-tree page")
 	}
 }
+
+// A stamped file carries its size and mtime; the next seal skips it while
+// both hold (an intermediate golden's copy keeps them) and stamps it again
+// once anything wrote to it.
+func TestStampSkipsFilesNotWrittenSince(t *testing.T) {
+	dir := t.TempDir()
+	rel := filepath.Join(dir, "base", "5")
+	if err := os.MkdirAll(rel, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(rel, "16384")
+	page := heapPage(5<<20, []uint32{700}, []bool{true})
+	if err := os.WriteFile(file, page, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := stampRelations(dir, 9<<20)
+	if err != nil || st.Pages != 1 {
+		t.Fatalf("first seal: %+v %v", st, err)
+	}
+	if !stampedAlready(file) {
+		t.Fatal("no stamp mark after stamping (user xattrs: tmpfs, ext4, XFS and btrfs keep them)")
+	}
+	// Unstamped bytes written back (as a server would): a new mtime.
+	if err := os.WriteFile(file, page, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if stampedAlready(file) {
+		t.Fatal("a file written after its stamp counts as stamped")
+	}
+	if st, err = stampRelations(dir, 9<<20); err != nil || st.Pages != 1 {
+		t.Fatalf("seal after a write: %+v %v, want the page stamped again", st, err)
+	}
+	if st, err = stampRelations(dir, 9<<20); err != nil || st.Pages+st.Kept != 0 {
+		t.Fatalf("seal of an unchanged file read it: %+v %v", st, err)
+	}
+}
