@@ -80,11 +80,11 @@ func Open(t testing.TB, recipePath string) *Instance {
 		}
 		return fromDaemon(ctx, t, c, abs)
 	}
-	root, err := store.Locate(os.Getenv("DBFORK_STORE"), userStores())
+	root, err := store.Locate(os.Getenv("DBFORK_STORE"), userStores(), os.Getenv("XDG_DATA_HOME"))
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
-	s, err := store.Open(root)
+	s, err := store.OpenWith(root, store.Options{CowExtSize: store.CowExtSizeSetting(os.LookupEnv("DBFORK_XFS_COWEXTSIZE"))})
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}

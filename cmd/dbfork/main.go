@@ -6,6 +6,11 @@ import (
 	"os"
 
 	"github.com/dbfork/dbfork/internal/cli"
+	"github.com/dbfork/dbfork/internal/reexec"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:])) }
+func main() {
+	// dbfork starting itself again as one of its helpers (reexec.Register).
+	reexec.Main()
+	os.Exit(cli.Main(os.Args[1:]))
+}

@@ -148,18 +148,18 @@ func decode(r *http.Request, v any) error {
 		if errors.As(err, &mbe) {
 			return errs.Invalid("request body over %d bytes", MaxBody)
 		}
-		return errs.Invalid("reading the request: %v", err)
+		return errs.Invalid("reading the request: %w", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return errs.Invalid("empty request body: send a JSON object")
 	}
 	if err := checkKeys(body, v); err != nil {
-		return errs.Invalid("malformed JSON request: %v", err)
+		return errs.Invalid("malformed JSON request: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errs.Invalid("malformed JSON request: %v", err)
+		return errs.Invalid("malformed JSON request: %w", err)
 	}
 	if err := dec.Decode(new(json.RawMessage)); !errors.Is(err, io.EOF) {
 		return errs.Invalid("malformed JSON request: data after the object")

@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/reexec"
 )
 
 // usernsExecArg is the hidden first argument that makes any binary built
@@ -16,9 +18,9 @@ import (
 //
 //	BINARY __dbfork-userns-exec MODE LOWER UPPER WORK TARGET -- SERVER ARGV...
 //
-// It is handled in init, before main or TestMain: dbfork re-executes
-// /proc/self/exe, which is a test binary when tests start servers, and
-// every such binary imports this package.
+// It is a helper main of the reexec registry, run by main and TestMain
+// (reexec.Main): dbfork re-executes /proc/self/exe, which is a test
+// binary when tests start servers.
 const usernsExecArg = "__dbfork-userns-exec"
 
 // NamespacePIDFile is the file, in a namespaced clone's scratch dir, that
@@ -31,13 +33,13 @@ const (
 )
 
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == usernsExecArg {
-		if err := usernsExec(os.Args[2:]); err != nil {
+	reexec.Register(usernsExecArg, func(args []string) int {
+		if err := usernsExec(args); err != nil {
 			fmt.Fprintf(os.Stderr, "dbfork: rootless overlay: %v\n", err)
-			os.Exit(125)
+			return 125
 		}
-		os.Exit(0)
-	}
+		return 0
+	})
 }
 
 func usernsExec(args []string) error {

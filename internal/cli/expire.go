@@ -48,7 +48,7 @@ func (f *expiryFlags) rule(s *store.Store) (golden.ExpiryRule, error) {
 	if f.budget != "" {
 		n, err := fsutil.ParseSize(f.budget)
 		if err != nil {
-			return r, errs.Invalid("--budget %q: %v (e.g. 50G)", f.budget, err)
+			return r, errs.Invalid("--budget %q: %w (e.g. 50G)", f.budget, err)
 		}
 		r.Budget = n
 	}

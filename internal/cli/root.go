@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
@@ -44,7 +44,7 @@ func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Under sudo, recipe `run` steps run as the user who typed the command.
-	err := root.ExecuteContext(engine.WithCaller(ctx, engine.SudoCaller))
+	err := root.ExecuteContext(caller.With(ctx, sudoCaller))
 	if err == nil {
 		return 0
 	}
@@ -85,7 +85,7 @@ real PostgreSQL server running on it, in milliseconds.`,
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log what dbfork does to stderr")
 	root.PersistentFlags().BoolVar(&g.offline, "offline", false, "never download server builds into the engine cache (also DBFORK_OFFLINE=1)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return errs.Invalid("%v (see `%s --help`)", err, c.CommandPath())
+		return errs.Invalid("%w (see `%s --help`)", err, c.CommandPath())
 	})
 	root.AddCommand(newBuildCmd(g), newUpCmd(g), newLsCmd(g), newDownCmd(g), newRunCmd(g),
 		newDoctorCmd(g), newGCCmd(g), newStoreCmd(g), newServeCmd(g), newDaemonCmd(g), newBenchCmd(g), newInspectCmd(g), newVerifyCmd(g), newEngineCmd(g),
@@ -96,6 +96,10 @@ real PostgreSQL server running on it, in milliseconds.`,
 // StoreFSEnv opts out of putting a new store on an XFS image of its own:
 // DBFORK_STORE_FS=plain (the same as `dbfork store init --fs plain`).
 const StoreFSEnv = "DBFORK_STORE_FS"
+
+// CowExtSizeEnv overrides the XFS copy-on-write extent size hint of new
+// instance dirs, in bytes (0: the filesystem's default); for measuring.
+const CowExtSizeEnv = "DBFORK_XFS_COWEXTSIZE"
 
 func (g *globals) openStore() (*store.Store, error) {
 	auto := true
@@ -110,14 +114,14 @@ func (g *globals) openStore() (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return store.OpenWith(root, store.Options{AutoImage: auto, Notify: func(msg string) {
+	return store.OpenWith(root, store.Options{AutoImage: auto, CowExtSize: store.CowExtSizeSetting(os.LookupEnv(CowExtSizeEnv)), Notify: func(msg string) {
 		fmt.Fprintln(g.stderr, "dbfork: "+msg)
 	}})
 }
 
 func loadRecipe(path string) (*project.Recipe, error) {
 	// Under sudo, read and expand it as the user behind sudo.
-	return project.LoadRecipe(engine.WithCaller(context.Background(), engine.SudoCaller), path)
+	return project.LoadRecipe(caller.With(context.Background(), sudoCaller), path)
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -132,4 +136,10 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		return errs.Invalid("%s takes no arguments, got %q (see `%s --help`)", cmd.Name(), strings.Join(args, " "), cmd.CommandPath())
 	}
 	return nil
+}
+
+// sudoCaller is the user who ran this root process through sudo, or nil:
+// SUDO_UID and SUDO_GID are read here, at the edge.
+func sudoCaller() *caller.Caller {
+	return caller.Sudo(os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID"))
 }

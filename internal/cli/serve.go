@@ -16,7 +16,6 @@ import (
 
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/daemon"
-	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/faults"
 	"github.com/dbfork/dbfork/internal/fsutil"
@@ -264,7 +263,7 @@ func newToken() string {
 // chownToInvoker gives a file to the user who ran `sudo dbfork serve`, so
 // their test runs can reach the API without root.
 func chownToInvoker(path string) error {
-	c := engine.SudoCaller()
+	c := sudoCaller()
 	if c == nil {
 		return nil
 	}

@@ -32,7 +32,7 @@ func (g *globals) locateStore() (string, error) {
 	if named == "" {
 		named = os.Getenv("DBFORK_STORE")
 	}
-	return store.Locate(named, userStoresDir())
+	return store.Locate(named, userStoresDir(), os.Getenv("XDG_DATA_HOME"))
 }
 
 // sudoUserName is the user behind sudo ("" when not under sudo, or when

@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -181,24 +180,4 @@ func (d *Daemon) Close(ctx context.Context) error {
 	wg.Wait()
 	close(errc)
 	return <-errc
-}
-
-func validID(id string) bool {
-	return len(id) == 8 && strings.Trim(id, "0123456789abcdef") == ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func short(k string) string {
-	if len(k) > 12 {
-		return k[:12]
-	}
-	return k
 }

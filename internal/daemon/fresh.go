@@ -8,11 +8,12 @@ import (
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/instance"
 )
 
 // find returns a lease the caller may act on, leaving it in the table.
 func (d *Daemon) find(id string, peer api.Peer) (*lease, error) {
-	if !validID(id) {
+	if !instance.ValidID(id) {
 		return nil, errs.Invalid("lease id %q is not an instance id (8 hex digits)", id)
 	}
 	d.mu.Lock()

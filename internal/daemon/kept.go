@@ -19,7 +19,7 @@ import (
 
 // keptFor is the record of a kept instance peer may act on.
 func (d *Daemon) keptFor(id string, peer api.Peer) (*instance.State, error) {
-	if !validID(id) {
+	if !instance.ValidID(id) {
 		return nil, errs.Invalid("instance id %q is not an instance id (8 hex digits)", id)
 	}
 	st, err := instance.Load(d.o.Store, id)

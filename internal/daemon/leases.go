@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/pool"
 	"github.com/dbfork/dbfork/internal/proc"
@@ -28,7 +30,7 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 	if req.Backend == "" {
 		req.Backend = "auto"
 	}
-	if req.Backend != "auto" && !contains(backend.Names, req.Backend) {
+	if req.Backend != "auto" && !slices.Contains(backend.Names, req.Backend) {
 		return nil, errs.Invalid("unknown backend %q (use auto, %s)", req.Backend, strings.Join(backend.Names, ", "))
 	}
 	var holder proc.Identity
@@ -77,7 +79,7 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			st := e.pool.Stats()
 			return nil, errs.Busy("no instance of golden %s became free within %s (pool: %d leased, %d warming, max %d); release leases, raise max, or wait longer (wait_seconds)%s",
-				short(e.golden.Key), wait, st.Leased, st.Warming, st.Max, lastErr(st))
+				golden.Short(e.golden.Key), wait, st.Leased, st.Warming, st.Max, lastErr(st))
 		}
 		if err != nil {
 			return nil, err
@@ -140,7 +142,7 @@ func (d *Daemon) lease(e *entry, in *instance.Instance, holder proc.Identity, tt
 
 // take removes a lease from the table.
 func (d *Daemon) take(id string, peer api.Peer) (*lease, error) {
-	if !validID(id) {
+	if !instance.ValidID(id) {
 		return nil, errs.Invalid("lease id %q is not an instance id (8 hex digits)", id)
 	}
 	d.mu.Lock()
@@ -196,7 +198,7 @@ func (d *Daemon) Keep(id string, peer api.Peer) (*api.Lease, error) {
 	l.dropNext()
 	in, err := l.entry.pool.Forget(l.in.State.ID) // the lease's id unless it was replaced (freshahead.go)
 	if err != nil {
-		return nil, errs.NotFound("lease %s: %v", id, err)
+		return nil, errs.NotFound("lease %s: %w", id, err)
 	}
 	owner := l.owner // the daemon does `down` and `reset` for them (kept.go)
 	in.State.Owner = &owner

@@ -43,12 +43,12 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 		lastUsed: time.Now()}
 	p, err := pool.New(cfg, d.factory(e))
 	if err != nil {
-		return nil, errs.Invalid("%v", err)
+		return nil, errs.Invalid("%w", err)
 	}
 	e.pool = p
 	e.live.Store(p)
 	d.pools[id] = e
-	d.o.Log.Info("new pool", "pool", id, "golden", short(g.Key), "backend", backendName, "min", cfg.Min, "max", cfg.Max)
+	d.o.Log.Info("new pool", "pool", id, "golden", golden.Short(g.Key), "backend", backendName, "min", cfg.Min, "max", cfg.Max)
 	return e, nil
 }
 
@@ -99,7 +99,7 @@ func (d *Daemon) retire(e *entry, why string) {
 	e.retired = true
 	st := e.pool.Stats()
 	_ = e.pool.Resize(pool.Config{Min: 0, Max: st.Max, Backoff: d.o.Backoff})
-	d.o.Log.Info(why, "pool", e.id, "golden", short(e.golden.Key))
+	d.o.Log.Info(why, "pool", e.id, "golden", golden.Short(e.golden.Key))
 }
 
 // retireIdle retires the pools no one has used for PoolIdle: their warm

@@ -3,82 +3,27 @@ package engine
 import (
 	"context"
 	"os"
-	"os/user"
-	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/dbfork/dbfork/internal/caller"
 )
 
-// Caller is the user a recipe's `run` steps run as: the person who asked
-// for the build (the daemon's peer, or the user behind `sudo`), not the
-// root process that serves them. Their migration tools then run with
-// their own files, home and rights, and a socket owner cannot turn a
-// recipe into commands run as root.
-type Caller struct {
-	UID, GID int
-	Groups   []uint32
-	Name     string
-	Home     string
-	// OwnEnv is false when this process's environment is not the
-	// caller's (a daemon serving a socket peer): their commands then get
-	// only PATH, locale, time zone and the connection variables, never
-	// the daemon's own (credentials, tokens).
-	OwnEnv bool
-}
+// Caller is caller.Caller, kept under its old name for daemon/goldens.go.
+type Caller = caller.Caller
 
-type callerKey struct{}
-
-// WithCaller makes RunCommand run commands as the user who returns
-// (nil: as this process). who is called once, when a command first runs:
-// most commands never build, so they never look the user up.
+// WithCaller is caller.With.
 func WithCaller(ctx context.Context, who func() *Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, sync.OnceValue(who))
+	return caller.With(ctx, who)
 }
 
-func callerFrom(ctx context.Context) *Caller {
-	who, _ := ctx.Value(callerKey{}).(func() *Caller)
-	if who == nil {
-		return nil
-	}
-	if c := who(); c != nil && c.UID != os.Geteuid() {
-		return c
-	}
-	return nil
-}
-
-// LookupCaller describes uid (with gid as its primary group) from the
-// password and group databases; a uid without an entry still gets its ids.
-func LookupCaller(uid, gid int) *Caller {
-	c := &Caller{UID: uid, GID: gid, Home: "/"}
-	u, err := user.LookupId(strconv.Itoa(uid))
-	if err != nil {
-		return c
-	}
-	c.Name, c.Home = u.Username, u.HomeDir
-	if gids, err := u.GroupIds(); err == nil {
-		for _, g := range gids {
-			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
-				c.Groups = append(c.Groups, uint32(n))
-			}
-		}
-	}
-	return c
-}
+// LookupCaller is caller.Lookup.
+func LookupCaller(uid, gid int) *Caller { return caller.Lookup(uid, gid) }
 
 // SudoCaller is the user who ran this root process through sudo, or nil.
-func SudoCaller() *Caller {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	uid, err1 := strconv.Atoi(os.Getenv("SUDO_UID"))
-	gid, err2 := strconv.Atoi(os.Getenv("SUDO_GID"))
-	if err1 != nil || err2 != nil || uid == 0 {
-		return nil
-	}
-	c := LookupCaller(uid, gid)
-	c.OwnEnv = true // sudo's environment is the user's own
-	return c
-}
+// The edge (cli) reads SUDO_UID and SUDO_GID itself and calls
+// caller.Sudo; this reads them here only for the daemon's goldens.go,
+// until it takes the peer as an argument.
+func SudoCaller() *Caller { return caller.Sudo(os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID")) }
 
 // callerEnv adapts a command's environment to another user: their home
 // and name, and TCP instead of the server's socket dir (private to the
@@ -102,9 +47,6 @@ func callerEnv(env []string, c *Caller) []string {
 	}
 	return out
 }
-
-// CallerOf is the user ctx acts for, or nil when that is this process.
-func CallerOf(ctx context.Context) *Caller { return callerFrom(ctx) }
 
 // passedToOthers says which variables a daemon passes to a socket
 // peer's commands: what a shell needs and what reaches the database.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/dbfork/dbfork/internal/caller"
 )
 
 // RunCommand runs a recipe's shell command (a migration tool) in the
@@ -22,10 +24,10 @@ func RunCommand(ctx context.Context, b Build, st Step, connEnv map[string]string
 	if se := stepEnvFrom(ctx); se != nil {
 		// The environment is the caller's own, already cut to what a
 		// step needs: nothing of this process's to keep from them.
-		if c := callerFrom(ctx); c != nil && !c.OwnEnv {
+		if c := caller.From(ctx); c != nil && !c.OwnEnv {
 			own := *c
 			own.OwnEnv = true
-			ctx = WithCaller(ctx, func() *Caller { return &own })
+			ctx = caller.With(ctx, func() *caller.Caller { return &own })
 		}
 	}
 	tailBuf := &ringBuffer{max: 4096}
@@ -80,7 +82,7 @@ func RunCommand(ctx context.Context, b Build, st Step, connEnv map[string]string
 // without such a user (root itself asked) cmd stays as it is. The result
 // is a note for error messages ("" when unchanged).
 func AsCaller(ctx context.Context, b Build, cmd *exec.Cmd) string {
-	c := callerFrom(ctx)
+	c := caller.From(ctx)
 	if c == nil {
 		return ""
 	}

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/proc"
-	"github.com/dbfork/dbfork/internal/store"
 )
 
 // Profiles.
@@ -72,7 +72,7 @@ type LogWriter interface{ Write([]byte) (int, error) }
 type InitSpec struct {
 	DataDir string
 	Cluster Cluster
-	User    store.User
+	User    caller.User
 	LogFile string
 }
 
@@ -89,7 +89,7 @@ type StartSpec struct {
 	Listen   bool // also listen on 127.0.0.1:Port
 	Profile  string
 	Settings map[string]string // recipe [settings], applied last
-	User     store.User
+	User     caller.User
 	Database string
 	Owner    string
 	Password string // set for Owner once ready (TCP logins need it); empty: none
@@ -154,15 +154,11 @@ func (s *Server) Outside(path string) string {
 	return s.Root + path
 }
 
-// Launch starts argv as user in its own session (so a Ctrl-C aimed at
-// dbfork does not hit the server before dbfork can stop it cleanly), with
-// output appended to logFile, and reaps it in the background.
-func Launch(argv []string, env []string, user store.User, logFile string) (*Server, error) {
-	return LaunchWrapped(nil, argv, env, user, logFile)
-}
-
-// LaunchWrapped is Launch through wrap (StartSpec.Wrap; nil: none).
-func LaunchWrapped(wrap func([]string, *syscall.SysProcAttr) []string, argv []string, env []string, user store.User, logFile string) (*Server, error) {
+// LaunchWrapped starts argv as user in its own session (so a Ctrl-C
+// aimed at dbfork does not hit the server before dbfork can stop it
+// cleanly), through wrap (StartSpec.Wrap; nil: none), with output
+// appended to logFile, and reaps it in the background.
+func LaunchWrapped(wrap func([]string, *syscall.SysProcAttr) []string, argv []string, env []string, user caller.User, logFile string) (*Server, error) {
 	lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
 		return nil, err
@@ -232,7 +228,7 @@ func StopRecorded(ctx context.Context, srv *Server, clean bool) error {
 }
 
 // RunAs is the SysProcAttr that runs a child as the server user.
-func RunAs(u store.User) *syscall.SysProcAttr {
+func RunAs(u caller.User) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Credential: u.Credential()}
 }
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -32,7 +32,7 @@ func keepLog(ctx context.Context, s *store.Store, tmp, key string, err error) er
 		return err
 	}
 	uid, gid := os.Geteuid(), os.Getegid()
-	if c := engine.CallerOf(ctx); c != nil {
+	if c := caller.From(ctx); c != nil {
 		uid, gid = c.UID, c.GID
 	}
 	dst, werr := writePrivateLog(filepath.Join(s.Root, "logs"), uid, gid, "build-"+short(key)+".log", b.String())

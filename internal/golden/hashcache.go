@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
@@ -54,7 +55,7 @@ func (hc *HashCache) Sum(path string) (string, int64, error) {
 }
 
 // SumAs returns the sha256 and size of a file opened with the rights of
-// the user ctx acts for (engine.AsCallerFS): a file they cannot read is
+// the user ctx acts for (caller.AsFS): a file they cannot read is
 // refused even when its hash is cached, and only a regular file is read
 // (a FIFO or a device would hang the call or never end). The cache is
 // consulted with what that open found, not with a second lookup by path.
@@ -63,7 +64,7 @@ func (hc *HashCache) SumAs(ctx context.Context, path string) (string, int64, err
 		sum  string
 		size int64
 	}
-	err := engine.AsCallerFS(ctx, func() error {
+	err := caller.AsFS(ctx, func() error {
 		var err error
 		got.sum, got.size, err = hc.sumOpen(ctx, path)
 		return err
@@ -73,12 +74,12 @@ func (hc *HashCache) SumAs(ctx context.Context, path string) (string, int64, err
 		return got.sum, got.size, nil
 	case errors.Is(err, fs.ErrNotExist):
 		return "", 0, errs.NotFound("input %s not found", path)
-	case errors.Is(err, fs.ErrPermission) && engine.CallerOf(ctx) != nil:
-		return "", 0, errs.Invalid("input %s cannot be read by uid %d (the user who asked): builds read inputs with their rights", path, engine.CallerUID(ctx))
+	case errors.Is(err, fs.ErrPermission) && caller.From(ctx) != nil:
+		return "", 0, errs.Invalid("input %s cannot be read by uid %d (the user who asked): builds read inputs with their rights", path, caller.UID(ctx))
 	case ctx.Err() != nil:
 		return "", 0, ctx.Err()
 	}
-	return "", 0, errs.Invalid("input %v", err)
+	return "", 0, errs.Invalid("input %w", err)
 }
 
 func (hc *HashCache) sumOpen(ctx context.Context, path string) (string, int64, error) {

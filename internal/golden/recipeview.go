@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/recipe"
@@ -44,7 +45,7 @@ func loaderOf(eng engine.Engine) (engine.Loader, error) {
 
 // LoadRecipe reads and parses the recipe at path, expanding its globs and
 // directories, with the rights of the user ctx acts for (a daemon's peer,
-// the user behind sudo; see engine.AsCallerFS), once: the names it
+// the user behind sudo; see caller.AsFS), once: the names it
 // resolves are the ones the build hashes and copies. A recipe that user
 // cannot read is not read for them, and names in dirs they cannot search
 // are not looked up for them (no existence oracle).
@@ -53,17 +54,17 @@ func LoadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
 	// be able to name (a dir they cannot search).
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, errs.Invalid("recipe %s: %v", path, err)
+		return nil, errs.Invalid("recipe %s: %w", path, err)
 	}
 	var got *recipe.Recipe
-	err = engine.AsCallerFS(ctx, func() error {
+	err = caller.AsFS(ctx, func() error {
 		r, err := recipe.LoadAt(abs, path)
 		got = r
 		return err
 	})
 	if err != nil {
-		if engine.CallerOf(ctx) != nil && errors.Is(err, fs.ErrPermission) {
-			return nil, errs.NotFound("recipe %s cannot be read by uid %d: permission denied (builds read recipes with the rights of the user who asked, the one behind sudo too)", path, engine.CallerUID(ctx))
+		if caller.From(ctx) != nil && errors.Is(err, fs.ErrPermission) {
+			return nil, errs.NotFound("recipe %s cannot be read by uid %d: permission denied (builds read recipes with the rights of the user who asked, the one behind sudo too)", path, caller.UID(ctx))
 		}
 		return nil, err
 	}

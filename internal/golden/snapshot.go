@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/recipe"
 )
@@ -15,7 +16,7 @@ import (
 const inputsDir = "inputs"
 
 // snapshotInputs copies every SQL and dump input of r into dir, each
-// opened once with the rights of the user who asked (engine.AsCallerFS)
+// opened once with the rights of the user who asked (caller.AsFS)
 // and hashed while it is copied, and returns the steps to load: the same
 // steps with these copies as their files. A copy whose bytes differ from
 // what the key was computed from fails the build. So what a golden is
@@ -62,7 +63,7 @@ func snapshotInputs(ctx context.Context, r *recipe.Recipe, inputs []Input, dir s
 // dst, and checks that the bytes copied are the ones want describes.
 func copyInput(ctx context.Context, shown, src, dst string, want Input) error {
 	var in *os.File
-	err := engine.AsCallerFS(ctx, func() error {
+	err := caller.AsFS(ctx, func() error {
 		f, _, err := engine.OpenInput(src)
 		in = f
 		return err

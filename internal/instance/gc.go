@@ -30,14 +30,14 @@ func GC(ctx context.Context, s *store.Store, all bool) []Reaped {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() && validID(name) {
+		if e.IsDir() && ValidID(name) {
 			if r, ok := gcOne(ctx, s, name, all); ok {
 				out = append(out, r)
 			}
 			continue
 		}
 		// A lock file whose instance is gone (crash between the two).
-		if id, ok := strings.CutSuffix(name, ".lock"); ok && validID(id) {
+		if id, ok := strings.CutSuffix(name, ".lock"); ok && ValidID(id) {
 			if _, err := os.Stat(s.InstanceDir(id)); errors.Is(err, os.ErrNotExist) {
 				if l, err := lockfile.TryLock(filepath.Join(s.InstancesDir(), name)); err == nil {
 					l.Remove()

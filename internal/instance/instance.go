@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/dbfork/dbfork/internal/backend"
@@ -98,7 +97,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 			lock.Remove()
 		}
 	}()
-	if err := makeDir(eng, st); err != nil {
+	if err := makeDir(s, eng, st); err != nil {
 		return nil, err
 	}
 	u, err := claimUser(s, st)
@@ -169,11 +168,11 @@ func newState(s *store.Store, id string, eng engine.Engine, g *golden.Golden, ba
 
 // makeDir creates the instance dir (with eng's copy-on-write extent size
 // hint) and records the instance in it.
-func makeDir(eng engine.Engine, st *State) error {
+func makeDir(s *store.Store, eng engine.Engine, st *State) error {
 	if err := os.Mkdir(st.Dir, 0o755); err != nil {
 		return fmt.Errorf("create instance dir: %w", err)
 	}
-	if sz := cowExtSize(eng); sz > 0 {
+	if sz := cowExtSize(s, eng); sz > 0 {
 		// Inherited by everything created below: reflinked files and an
 		// overlay's upper dir. Only a hint; a failure costs disk, not
 		// correctness.
@@ -250,15 +249,12 @@ func orDefault(v, d string) string {
 }
 
 // cowExtSize is the XFS copy-on-write extent size hint for clones of eng:
-// one engine page, or DBFORK_XFS_COWEXTSIZE bytes (0 keeps the
-// filesystem default; a knob for measuring, see docs/performance.md).
-func cowExtSize(eng engine.Engine) uint32 {
-	if v, ok := os.LookupEnv("DBFORK_XFS_COWEXTSIZE"); ok {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			return 0
-		}
-		return uint32(n)
+// one engine page, or the store's setting (DBFORK_XFS_COWEXTSIZE bytes,
+// 0 keeps the filesystem default; a knob for measuring, see
+// docs/performance.md).
+func cowExtSize(s *store.Store, eng engine.Engine) uint32 {
+	if s.CowExtSize != nil {
+		return *s.CowExtSize
 	}
 	if ps, ok := eng.(engine.PageSizer); ok {
 		return ps.PageSize()

@@ -118,7 +118,7 @@ func resettable(st *State, g *golden.Golden) (backend.Backend, error) {
 		return nil, errs.Conflict("instance %s is %s, not ready: only a ready instance can be reset", st.ID, st.Status)
 	}
 	if g.Key != st.Key {
-		return nil, errs.Invalid("instance %s is a clone of golden %s, not %s", st.ID, short(st.Key), short(g.Key))
+		return nil, errs.Invalid("instance %s is a clone of golden %s, not %s", st.ID, golden.Short(st.Key), golden.Short(g.Key))
 	}
 	if err := golden.CheckClonable(g); err != nil {
 		return nil, err
@@ -154,7 +154,7 @@ func (rs *resetRun) cloneBeside(ctx context.Context) error {
 		return err
 	}
 	if err := rs.b.Prepare(ctx, rs.g.DataDir(), next, st.Scratch+nextSuffix); err != nil {
-		return fmt.Errorf("clone golden %s with %s: %w", short(rs.g.Key), rs.b.Name(), err)
+		return fmt.Errorf("clone golden %s with %s: %w", golden.Short(rs.g.Key), rs.b.Name(), err)
 	}
 	if err := handOver(next, st.UID); err != nil {
 		return err
@@ -192,7 +192,7 @@ func (rs *resetRun) recloneInPlace(ctx context.Context) error {
 	}
 	rs.lap("remove")
 	if err := rs.b.Prepare(ctx, rs.g.DataDir(), st.DataDir, st.Scratch); err != nil {
-		return fmt.Errorf("clone golden %s with %s: %w", short(rs.g.Key), rs.b.Name(), err)
+		return fmt.Errorf("clone golden %s with %s: %w", golden.Short(rs.g.Key), rs.b.Name(), err)
 	}
 	if err := handOver(st.DataDir, st.UID); err != nil {
 		return err
@@ -242,13 +242,6 @@ func removeClone(ctx context.Context, b backend.Backend, clone, scratch string) 
 		return err
 	}
 	return fsutil.RemoveAll(scratch)
-}
-
-func short(k string) string {
-	if len(k) > 12 {
-		return k[:12]
-	}
-	return k
 }
 
 // ResetByID resets an instance no live process holds (one made by `up`,

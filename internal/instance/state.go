@@ -129,7 +129,7 @@ func List(s *store.Store) ([]*State, error) {
 	}
 	var out []*State
 	for _, e := range entries {
-		if !e.IsDir() || !validID(e.Name()) {
+		if !e.IsDir() || !ValidID(e.Name()) {
 			continue
 		}
 		st, err := Load(s, e.Name())
@@ -147,7 +147,7 @@ func IDs(s *store.Store) []string {
 	entries, _ := os.ReadDir(s.InstancesDir())
 	var out []string
 	for _, e := range entries {
-		if e.IsDir() && validID(e.Name()) {
+		if e.IsDir() && ValidID(e.Name()) {
 			out = append(out, e.Name())
 		}
 	}
@@ -168,7 +168,7 @@ func Resolve(s *store.Store, arg string) (string, error) {
 	var match []string
 	for _, e := range entries {
 		id := e.Name()
-		if !e.IsDir() || !validID(id) {
+		if !e.IsDir() || !ValidID(id) {
 			continue
 		}
 		if id == arg {
@@ -187,7 +187,9 @@ func Resolve(s *store.Store, arg string) (string, error) {
 	return "", errs.Invalid("instance id prefix %s is ambiguous: %s", arg, strings.Join(match, ", "))
 }
 
-func validID(id string) bool {
+// ValidID reports whether id looks like an instance id (8 hex digits);
+// a lease's id is its instance's.
+func ValidID(id string) bool {
 	return len(id) == 8 && strings.Trim(id, "0123456789abcdef") == ""
 }
 

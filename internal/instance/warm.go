@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/proc"
+	"github.com/dbfork/dbfork/internal/reexec"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -30,8 +31,8 @@ import (
 // files are the store's server user's, readable by its group), before it
 // reads.
 //
-// It is handled in init, before main or TestMain, as the rootless helper
-// in package backend is: tests start instances from test binaries.
+// It is a helper main of the reexec registry, run by main and TestMain
+// (reexec.Main): tests start instances from test binaries.
 const warmArg = "__dbfork-warm"
 
 // WarmLog is the file, in the instance dir, where the background reader
@@ -39,9 +40,13 @@ const warmArg = "__dbfork-warm"
 const WarmLog = "warm.log"
 
 func init() {
-	if len(os.Args) == 5 && os.Args[1] == warmArg {
-		os.Exit(warmMain(os.Args[2], os.Args[3], os.Args[4]))
-	}
+	reexec.Register(warmArg, func(args []string) int {
+		if len(args) != 3 {
+			fmt.Fprintln(os.Stderr, "usage: "+warmArg+" UID GROUPS DATADIR")
+			return 2
+		}
+		return warmMain(args[0], args[1], args[2])
+	})
 }
 
 // WarmInBackground starts a process that reads every file of the clone

@@ -102,7 +102,7 @@ func checkArtifact(dir int, eng engine.Engine, m *golden.Manifest) error {
 	read := func(rel string) ([]byte, error) {
 		b, err := readBeneath(dir, rel)
 		if err != nil && !errors.Is(err, errs.ErrInvalid) {
-			return nil, errs.Invalid("the golden's %s cannot be read as a plain file (%v); refused", rel, err)
+			return nil, errs.Invalid("the golden's %s cannot be read as a plain file (%w); refused", rel, err)
 		}
 		return b, err
 	}

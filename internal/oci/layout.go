@@ -121,11 +121,11 @@ func (l *layoutTar) file(name string, data []byte) error {
 // one golden) into the store, verified and published like a pull.
 func Import(ctx context.Context, s *store.Store, path string, o UnpackOptions) (*Unpacked, error) {
 	if _, err := os.Stat(path); err != nil {
-		return nil, errs.NotFound("artifact file %s: %v", path, err)
+		return nil, errs.NotFound("artifact file %s: %w", path, err)
 	}
 	src, err := orasoci.NewFromTar(ctx, path)
 	if err != nil {
-		return nil, errs.Invalid("%s is not an OCI image layout tar (written by `dbfork export`): %v", path, err)
+		return nil, errs.Invalid("%s is not an OCI image layout tar (written by `dbfork export`): %w", path, err)
 	}
 	var tags []string
 	err = src.Tags(ctx, "", func(t []string) error {

@@ -79,7 +79,7 @@ func (r Registry) credential(host string) (auth.CredentialFunc, error) {
 	}
 	st, err := credentials.NewStore(r.DockerConfig, credentials.StoreOptions{})
 	if err != nil {
-		return nil, errs.Invalid("docker config %s: %v", r.DockerConfig, err)
+		return nil, errs.Invalid("docker config %s: %w", r.DockerConfig, err)
 	}
 	return credentials.Credential(st), nil
 }

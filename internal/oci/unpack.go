@@ -159,7 +159,7 @@ func fetchArtifact(ctx context.Context, src Source, ref string) (*artifact, erro
 	}
 	a := &artifact{desc: desc}
 	if err := json.Unmarshal(data, &a.man); err != nil {
-		return nil, errs.Invalid("%s: bad OCI manifest: %v", ref, err)
+		return nil, errs.Invalid("%s: bad OCI manifest: %w", ref, err)
 	}
 	if a.man.ArtifactType != ArtifactType || a.man.Config.MediaType != ConfigType {
 		return nil, errs.Invalid("%s is not a dbfork golden (artifact type %q, want %s)", ref, a.man.ArtifactType, ArtifactType)
@@ -173,13 +173,13 @@ func fetchArtifact(ctx context.Context, src Source, ref string) (*artifact, erro
 	}
 	a.golden = &golden.Manifest{}
 	if err := json.Unmarshal(cfg, a.golden); err != nil {
-		return nil, errs.Invalid("%s: bad golden manifest: %v", ref, err)
+		return nil, errs.Invalid("%s: bad golden manifest: %w", ref, err)
 	}
 	if k := a.golden.Key; !golden.ValidKey(k) || k != a.man.Annotations[AnnoKey] {
 		return nil, errs.Invalid("%s: the golden manifest's key %q differs from the artifact's %q", ref, k, a.man.Annotations[AnnoKey])
 	}
 	if err := checkFiles(a.golden.Files); err != nil {
-		return nil, errs.Invalid("%s: %v", ref, err)
+		return nil, errs.Invalid("%s: %w", ref, err)
 	}
 	return a, nil
 }
@@ -190,7 +190,7 @@ func fetchAll(ctx context.Context, src Source, desc ocispec.Descriptor, limit in
 		return nil, errs.Invalid("blob %s is %d bytes, more than the %d allowed", desc.Digest, desc.Size, limit)
 	}
 	if err := desc.Digest.Validate(); err != nil {
-		return nil, errs.Invalid("bad digest %q: %v", desc.Digest, err)
+		return nil, errs.Invalid("bad digest %q: %w", desc.Digest, err)
 	}
 	rc, err := src.Fetch(ctx, desc)
 	if err != nil {

@@ -22,7 +22,7 @@ func RecipePath(file string) (string, error) {
 }
 
 // LoadRecipe reads the recipe at path ("": ./dbfork.toml), expanding its
-// globs, with the rights of the user ctx acts for (engine.WithCaller: a
+// globs, with the rights of the user ctx acts for (caller.With: a
 // daemon's peer, the user behind sudo); without one, this process's.
 func LoadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
 	if path == "" {

@@ -47,7 +47,7 @@ func (r *Recipe) expand(pattern string) ([]string, error) {
 		return nil, fmt.Errorf("bad pattern %q: %v", pattern, err)
 	}
 	if len(matches) == 0 {
-		// Expanded with the rights of whoever asked (engine.AsCallerFS):
+		// Expanded with the rights of whoever asked (caller.AsFS):
 		// in a dir they cannot search, names that exist and names that do
 		// not get the same answer.
 		if strings.ContainsAny(pattern, "*?[") {

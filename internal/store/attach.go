@@ -12,6 +12,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/textutil"
 )
 
 // An XFS store image is attached with its loop device in "write through"
@@ -114,7 +115,7 @@ func checkAfterStop(img, dir string) error {
 	// Replay the log with flushes on and leave it clean, then check.
 	if out, err := exec.Command("mount", "-o", "loop,nosuid,nodev", img, dir).CombinedOutput(); err != nil {
 		rout, _ := exec.Command("xfs_repair", "-n", "-f", img).CombinedOutput()
-		return errs.Invalid("store image %s was attached when the machine last stopped and its filesystem is damaged (mount: %s; xfs_repair -n: %s): %s", img, oneLine(out), repairFinding(rout), fix)
+		return errs.Invalid("store image %s was attached when the machine last stopped and its filesystem is damaged (mount: %s; xfs_repair -n: %s): %s", img, textutil.OneLine(string(out), "; ", 0), repairFinding(rout), fix)
 	}
 	if err := fsutil.Unmount(dir); err != nil {
 		return err
@@ -147,7 +148,7 @@ func repairFinding(out []byte) string {
 		}
 	}
 	if len(found) == 0 {
-		return oneLine(out)
+		return textutil.OneLine(string(out), "; ", 0)
 	}
 	return strings.Join(found, "; ")
 }

@@ -20,6 +20,8 @@ type Options struct {
 	// Notify receives one line for the user when Open decided something
 	// they should know (an image was made, or could not be).
 	Notify func(string)
+	// CowExtSize is Store.CowExtSize.
+	CowExtSize *uint32
 }
 
 // Limits of an automatic image: sparse, so only what is written uses the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/textutil"
 )
 
 // A loop-backed store keeps its filesystem in ROOT.img beside ROOT. Open
@@ -116,7 +117,7 @@ func MountImage(img, dir string) error {
 		time.Sleep(time.Duration(50*(attempt+1)) * time.Millisecond)
 	}
 	if err != nil {
-		return fmt.Errorf("mount %s at %s: %v: %s", img, dir, err, oneLine(out))
+		return fmt.Errorf("mount %s at %s: %v: %s", img, dir, err, textutil.OneLine(string(out), "; ", 0))
 	}
 	if err := setLoopCache(dir, xfs); err != nil {
 		_ = fsutil.Unmount(dir)
@@ -233,7 +234,7 @@ func createLoopFS(img, dir, fstype string, size int64, mount bool) error {
 		var out []byte
 		out, err = exec.Command(mkfs[0], mkfs[1:]...).CombinedOutput()
 		if err != nil {
-			err = fmt.Errorf("%s: %v: %s", mkfs[0], err, oneLine(out))
+			err = fmt.Errorf("%s: %v: %s", mkfs[0], err, textutil.OneLine(string(out), "; ", 0))
 		}
 	}
 	if err == nil {
@@ -276,9 +277,4 @@ func UnmountImage(dir string) error {
 		return nil // mounted there more than once: still attached
 	}
 	return detached(lf)
-}
-
-// oneLine folds a tool's output into one line for an error message.
-func oneLine(out []byte) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "; ")), " ")
 }

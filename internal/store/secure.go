@@ -43,7 +43,7 @@ func checkSecurePath(abs string) error {
 		}
 		last := i == len(parts)
 		if err := checkOwned(cur, fi, !last); err != nil {
-			return errs.Invalid("store %s: %v; as root dbfork only uses a store path that only root can change (use --store under /var/lib or a root-owned dir)", abs, err)
+			return errs.Invalid("store %s: %w; as root dbfork only uses a store path that only root can change (use --store under /var/lib or a root-owned dir)", abs, err)
 		}
 	}
 	return nil
@@ -93,7 +93,7 @@ func checkImage(img, root string) error {
 		return errs.Invalid("store image %s is not a regular file (%v); remove it or use another --store", img, fi.Mode().Type())
 	}
 	if err := checkOwned(img, fi, false); err != nil {
-		return errs.Invalid("store image %s: %v; dbfork mounts only images it made (remove it or use another --store)", img, err)
+		return errs.Invalid("store image %s: %w; dbfork mounts only images it made (remove it or use another --store)", img, err)
 	}
 	buf := make([]byte, 4096)
 	n, err := unix.Lgetxattr(img, imageRecord, buf)

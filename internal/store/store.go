@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/dbfork/dbfork/internal/errs"
@@ -22,19 +23,37 @@ import (
 type Store struct {
 	Root string
 	User User // who runs servers and owns clones
+	// CowExtSize, when not nil, replaces the XFS copy-on-write extent
+	// size hint new instance dirs get (one engine page; 0 keeps the
+	// filesystem's default): DBFORK_XFS_COWEXTSIZE, a knob for measuring
+	// (docs/performance.md), read at the edge (CowExtSizeSetting).
+	CowExtSize *uint32
 }
 
-// DefaultRoot is $DBFORK_STORE, else /var/lib/dbfork as root, else
-// $XDG_DATA_HOME/dbfork (~/.local/share/dbfork).
-func DefaultRoot() string {
-	if s := os.Getenv("DBFORK_STORE"); s != "" {
-		return s
+// CowExtSizeSetting turns the value of DBFORK_XFS_COWEXTSIZE, as the edge
+// looked it up, into Options.CowExtSize: nil when unset, 0 (the
+// filesystem's default) when it is not a number.
+func CowExtSizeSetting(v string, set bool) *uint32 {
+	if !set {
+		return nil
 	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		n = 0
+	}
+	sz := uint32(n)
+	return &sz
+}
+
+// DefaultRoot is where a store lives when none is named: /var/lib/dbfork
+// as root, else dataHome/dbfork, where dataHome is $XDG_DATA_HOME as the
+// edge read it, else ~/.local/share.
+func DefaultRoot(dataHome string) string {
 	if os.Geteuid() == 0 {
 		return "/var/lib/dbfork"
 	}
-	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
-		return filepath.Join(x, "dbfork")
+	if dataHome != "" {
+		return filepath.Join(dataHome, "dbfork")
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -54,11 +73,11 @@ func Open(root string) (*Store, error) { return OpenWith(root, Options{}) }
 // plain store on a nosuid,nodev bind mount of itself (nosuid.go).
 func OpenWith(root string, o Options) (*Store, error) {
 	if root == "" {
-		root = DefaultRoot()
+		return nil, errs.Invalid("no store path given (store.Locate finds the default one)")
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return nil, errs.Invalid("store %s: %v", root, err)
+		return nil, errs.Invalid("store %s: %w", root, err)
 	}
 	if strings.ContainsAny(abs, ",:\\\n") {
 		return nil, errs.Invalid("store path %q has a comma, colon, backslash or newline; pick a plainer path with --store", abs)
@@ -80,7 +99,7 @@ func OpenWith(root string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{Root: abs, User: u}
+	s := &Store{Root: abs, User: u, CowExtSize: o.CowExtSize}
 	for _, d := range []string{abs, s.GoldensDir(), s.InstancesDir(), s.LocksDir(), s.CacheDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("create store dir %s: %w", d, err)

@@ -6,8 +6,8 @@ import (
 	"os/exec"
 	"os/user"
 	"strconv"
-	"syscall"
 
+	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/errs"
 )
 
@@ -15,35 +15,10 @@ import (
 // root (PostgreSQL refuses to run as root).
 const ServerUserName = "dbfork"
 
-// User is the account that runs servers and owns goldens and clones.
-type User struct {
-	Name   string
-	UID    int
-	GID    int
-	Groups []uint32 // supplementary groups (none for the shared server user)
-}
-
-// Dropped reports whether processes must switch to this user (dbfork runs
-// as root) rather than run as ourselves.
-func (u User) Dropped() bool { return u.UID != os.Geteuid() }
-
-// Credential is the SysProcAttr credential that runs a child as u, or nil
-// when no switch is needed.
-func (u User) Credential() *syscall.Credential {
-	if !u.Dropped() {
-		return nil
-	}
-	groups := append([]uint32{}, u.Groups...)
-	return &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groups}
-}
-
-// Chown gives path to u (a no-op when we are u).
-func (u User) Chown(path string) error {
-	if !u.Dropped() {
-		return nil
-	}
-	return os.Lchown(path, u.UID, u.GID)
-}
+// User is the account that runs servers and owns goldens and clones. The
+// type lives in package caller, below engine, so engines run processes as
+// it without importing the store.
+type User = caller.User
 
 // ServerUser is the current user, or as root the dbfork system user,
 // created on first use.
@@ -66,7 +41,7 @@ func ServerUser() (User, error) {
 		return u, nil // created now, or by a concurrent dbfork
 	}
 	if err != nil {
-		return User{}, errs.Unsupported("create system user %s: %v: %s (create it yourself: useradd --system %s)", ServerUserName, err, string(out), ServerUserName)
+		return User{}, errs.Unsupported("create system user %s: %w: %s (create it yourself: useradd --system %s)", ServerUserName, err, string(out), ServerUserName)
 	}
 	return lookup(ServerUserName)
 }

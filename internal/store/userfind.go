@@ -133,8 +133,9 @@ func FindUserStore(base string, uid int) (string, error) {
 // Locate is the one rule for the store a command uses: named (--store,
 // else $DBFORK_STORE, as the caller read them) when given; as root
 // /var/lib/dbfork; for any other user their user store under userStores
-// when one exists, else $XDG_DATA_HOME/dbfork (DefaultRoot).
-func Locate(named, userStores string) (string, error) {
+// when one exists, else $XDG_DATA_HOME/dbfork (DefaultRoot: dataHome is
+// $XDG_DATA_HOME as the caller read it).
+func Locate(named, userStores, dataHome string) (string, error) {
 	if named != "" {
 		return named, nil
 	}
@@ -143,7 +144,7 @@ func Locate(named, userStores string) (string, error) {
 			return root, err
 		}
 	}
-	return DefaultRoot(), nil
+	return DefaultRoot(dataHome), nil
 }
 
 func fileExists(path string) bool {

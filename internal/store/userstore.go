@@ -16,6 +16,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/textutil"
 )
 
 // A user store is the copy-on-write store root sets up once for one user
@@ -106,7 +107,7 @@ func checkRootChain(dir string, all bool) error {
 			err = checkOwned(cur, fi, i < len(parts))
 		}
 		if err != nil {
-			return errs.Invalid("user stores dir %s: %v; a user store lives only below dirs that only root can change", dir, err)
+			return errs.Invalid("user stores dir %s: %w; a user store lives only below dirs that only root can change", dir, err)
 		}
 	}
 	return nil
@@ -194,7 +195,7 @@ func (s *UserStore) claimMountPoint() (bool, error) {
 		err = checkOwned(s.Root, fi, false)
 	}
 	if err != nil {
-		return false, errs.Invalid("mount point of %s's store: %v; remove it (dbfork makes it)", s.Name, err)
+		return false, errs.Invalid("mount point of %s's store: %w; remove it (dbfork makes it)", s.Name, err)
 	}
 	if mounted, _ := fsutil.IsMountpoint(s.Root); mounted {
 		return false, errs.Conflict("%s is already a mount point; unmount it first", s.Root)
@@ -234,7 +235,7 @@ func (us UserStores) mount(s *UserStore) error {
 	}
 	fsutil.ResetFreeLoops() // a device left without flushes by an unmount outside dbfork
 	if out, err := exec.Command("mount", "--fstab", us.Fstab, s.Root).CombinedOutput(); err != nil {
-		return fmt.Errorf("mount %s by its entry in %s: %v: %s", s.Root, us.Fstab, err, oneLine(out))
+		return fmt.Errorf("mount %s by its entry in %s: %v: %s", s.Root, us.Fstab, err, textutil.OneLine(string(out), "; ", 0))
 	}
 	if !sameFile(mountedFrom(s.Root), s.Image) {
 		_ = unix.Unmount(s.Root, 0)

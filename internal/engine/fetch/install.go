@@ -219,7 +219,7 @@ func (c *Cache) checkDir() error {
 	}
 	d := c.o.Dir
 	if err := engine.TrustedDir(d); err != nil {
-		return errs.Invalid("engine cache %s: %v (as root, dbfork fetches only into dirs only root can change)", c.o.Dir, err)
+		return errs.Invalid("engine cache %s: %w (as root, dbfork fetches only into dirs only root can change)", c.o.Dir, err)
 	}
 	for q := d; ; q = filepath.Dir(q) {
 		if fi, err := os.Stat(q); err != nil || fi.Mode().Perm()&0o001 == 0 {

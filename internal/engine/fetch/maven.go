@@ -255,7 +255,7 @@ func (m *Maven) client() *http.Client {
 func (m *Maven) get(ctx context.Context, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, errs.Invalid("maven repository URL %q: %v", m.RepoURL, err)
+		return nil, errs.Invalid("maven repository URL %q: %w", m.RepoURL, err)
 	}
 	resp, err := m.client().Do(req)
 	if err != nil {
@@ -275,7 +275,7 @@ func (m *Maven) get(ctx context.Context, url string) ([]byte, error) {
 func (m *Maven) download(ctx context.Context, url, path string) (err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return errs.Invalid("maven repository URL %q: %v", m.RepoURL, err)
+		return errs.Invalid("maven repository URL %q: %w", m.RepoURL, err)
 	}
 	resp, err := m.client().Do(req)
 	if err != nil {

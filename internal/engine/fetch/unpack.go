@@ -148,5 +148,5 @@ func probe(ctx context.Context, w *worker, dir string, argv []string, label stri
 		return "", errs.Unsupported("%s cannot run on this machine: library %s is missing (install the package that provides it)", label, m[1])
 	}
 	first := strings.SplitN(text, "\n", 2)[0]
-	return "", errs.Unsupported("%s cannot run on this machine: %s: %v: %s", label, argv[0], err, first)
+	return "", errs.Unsupported("%s cannot run on this machine: %s: %w: %s", label, argv[0], err, first)
 }

@@ -3,6 +3,7 @@ package fetch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/reexec"
 )
 
 // Archive formats the cache unpacks.
@@ -33,18 +36,22 @@ var unpackers = map[string]func(archive, dir, version string) error{
 // Zip, xz and tar parsing of what a registry sent never runs as root: the
 // unpacker starts as root (a test binary may sit where only root can run
 // it), becomes UID (a fetch worker's, "-": stay as we are) with no groups
-// and writes DIR, which that uid owns. It is handled in init, before main
-// or TestMain, as the rootless helper in package backend is.
+// and writes DIR, which that uid owns. It is a helper main of the reexec
+// registry: main and TestMain run it (reexec.Main).
 const unpackArg = "__dbfork-engine-unpack"
 
 func init() {
-	if len(os.Args) == 7 && os.Args[1] == unpackArg {
-		if err := unpackMain(os.Args[2:]); err != nil {
-			fmt.Fprintf(os.Stderr, "%v\n", err)
-			os.Exit(1)
+	reexec.Register(unpackArg, func(args []string) int {
+		err := errors.New("unpacker: usage: " + unpackArg + " UID FORMAT VERSION ARCHIVE DIR")
+		if len(args) == 5 {
+			err = unpackMain(args)
 		}
-		os.Exit(0)
-	}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%v\n", err)
+			return 1
+		}
+		return 0
+	})
 }
 
 func unpackMain(args []string) error {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/textutil"
 )
 
 // Load runs one recipe step: SQL files and mysqldump/mariadb-dump output
@@ -95,7 +96,7 @@ func clientError(rel, path, stderr string, runErr error) error {
 		}
 		return fmt.Errorf("%s", msg)
 	}
-	return fmt.Errorf("%s: client failed (%v): %s", rel, runErr, oneLine(engine.Tail(stderr, 3), 300))
+	return fmt.Errorf("%s: client failed (%v): %s", rel, runErr, textutil.OneLine(engine.Tail(stderr, 3), " ", 300))
 }
 
 // statementAt returns the statement starting at a 1-based line, up to
@@ -123,13 +124,5 @@ func statementAt(path string, line int) string {
 	if i := strings.IndexByte(s, ';'); i >= 0 {
 		s = s[:i+1]
 	}
-	return oneLine(s, 200)
-}
-
-func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > max {
-		s = s[:max-3] + "..."
-	}
-	return s
+	return textutil.OneLine(s, " ", 200)
 }

@@ -37,12 +37,12 @@ func LocateAt(ctx context.Context, flavor Flavor, basedir string) (*Binaries, er
 			continue
 		}
 		if err := engine.TrustedBinaries(filepath.Dir(p), []string{filepath.Base(p)}); err != nil {
-			return nil, errs.Invalid("%v", err)
+			return nil, errs.Invalid("%w", err)
 		}
 	}
 	out, err := engine.ProbeCommand(ctx, b.Server, "--no-defaults", "--version").CombinedOutput()
 	if err != nil {
-		return nil, errs.Unsupported("%s in %s cannot run: %v: %s", filepath.Base(b.Server), basedir, err, strings.TrimSpace(string(out)))
+		return nil, errs.Unsupported("%s in %s cannot run: %w: %s", filepath.Base(b.Server), basedir, err, strings.TrimSpace(string(out)))
 	}
 	if b.Info, err = ParseVersion(string(out)); err != nil {
 		return nil, err
@@ -108,14 +108,14 @@ func Locate(ctx context.Context, flavor Flavor, bindir, want string) (*Binaries,
 			}
 			if b.Install != "" {
 				if err := engine.TrustedBinaries(filepath.Dir(b.Install), []string{filepath.Base(b.Install)}); err != nil {
-					return nil, errs.Invalid("%v", err)
+					return nil, errs.Invalid("%w", err)
 				}
 			}
 			return b, nil
 		}
 	}
 	if bindir != "" && untrusted != nil {
-		return nil, errs.Invalid("bindir %s: %v", bindir, untrusted)
+		return nil, errs.Invalid("bindir %s: %w", bindir, untrusted)
 	}
 	label := map[Flavor]string{MariaDB: "MariaDB", MySQL: "MySQL"}[flavor]
 	if want != "" {

@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
-	"github.com/dbfork/dbfork/internal/store"
 )
 
 // Engine is a located MariaDB or MySQL installation.
@@ -199,7 +199,7 @@ func errorLines(out string, n int) string {
 }
 
 // privateTmp makes dir/tmp for a server's temporary files, owned by u.
-func privateTmp(dir string, u store.User) (string, error) {
+func privateTmp(dir string, u caller.User) (string, error) {
 	tmp := filepath.Join(dir, "tmp")
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return "", err

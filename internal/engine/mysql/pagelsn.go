@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/dbfork/dbfork/internal/engine"
 )
 
 // Page LSNs. InnoDB stamps every page it writes with the log sequence
@@ -78,6 +80,9 @@ func stampPages(dataDir string, layouts map[string]rowLayout) (StampStats, error
 			if l, found := layouts[rel]; found {
 				lay = &l
 			}
+		}
+		if engine.StampedAlready(path) {
+			return nil // not written since it was stamped (an intermediate golden's seed)
 		}
 		pages, kept, ok, err := stampTablespace(path, &lay)
 		if err != nil {
@@ -154,6 +159,7 @@ func stampTablespace(path string, layp **rowLayout) (pages, kept int, ok bool, e
 			break
 		}
 	}
+	engine.MarkStamped(f)
 	return pages, kept, true, f.Close()
 }
 

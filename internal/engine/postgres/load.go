@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/textutil"
 )
 
 // Load runs one recipe step against the build server: SQL files and plain
@@ -142,9 +143,9 @@ func crashLine(logFile string) string {
 		}
 	}
 	if panicMsg != "" {
-		return oneLine(panicMsg, 300)
+		return textutil.OneLine(panicMsg, " ", 300)
 	}
-	return oneLine(fatal, 300)
+	return textutil.OneLine(fatal, " ", 300)
 }
 
 // sqlError turns psql's stderr into one line: file, line, message and the
@@ -175,21 +176,13 @@ func sqlError(file, stderr string, runErr error) error {
 		}
 	}
 	if msg == "" {
-		return fmt.Errorf("%s: psql failed (%v): %s", file, runErr, oneLine(engine.Tail(stderr, 3), 300))
+		return fmt.Errorf("%s: psql failed (%v): %s", file, runErr, textutil.OneLine(engine.Tail(stderr, 3), " ", 300))
 	}
 	if stmt != "" {
 		// psql names the line a statement ends on; name the one it starts on.
-		return fmt.Errorf("%s:%d: %s (statement: %s)", file, line-stmtLines+1, msg, oneLine(stmt, 200))
+		return fmt.Errorf("%s:%d: %s (statement: %s)", file, line-stmtLines+1, msg, textutil.OneLine(stmt, " ", 200))
 	}
 	return fmt.Errorf("%s:%d: %s", file, line, msg)
-}
-
-func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > max {
-		s = s[:max-3] + "..."
-	}
-	return s
 }
 
 // restore feeds a custom or tar archive to pg_restore on its standard
@@ -219,7 +212,7 @@ func (p *Postgres) restore(ctx context.Context, srv *engine.Server, r engine.Bui
 		if as != "" && !isExit(err) {
 			return fmt.Errorf("%s: pg_restore could not start%s", shown, as)
 		}
-		return fmt.Errorf("%s: pg_restore failed (%v): %s", shown, err, oneLine(engine.Tail(stderr.String(), 4), 400))
+		return fmt.Errorf("%s: pg_restore failed (%v): %s", shown, err, textutil.OneLine(engine.Tail(stderr.String(), 4), " ", 400))
 	}
 	return nil
 }
@@ -303,7 +296,7 @@ func (p *Postgres) restoreScript(ctx context.Context, srv *engine.Server, r engi
 		return sqlError(shown, stderr.String(), runWait)
 	}
 	if genWait != nil || copyErr != nil {
-		return fmt.Errorf("%s: pg_restore failed (%v): %s", shown, errors.Join(genWait, copyErr), oneLine(engine.Tail(genErr.String(), 4), 400))
+		return fmt.Errorf("%s: pg_restore failed (%v): %s", shown, errors.Join(genWait, copyErr), textutil.OneLine(engine.Tail(genErr.String(), 4), " ", 400))
 	}
 	return nil
 }

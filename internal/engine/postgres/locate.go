@@ -57,7 +57,7 @@ func Locate(ctx context.Context, bindir, want string) (string, string, error) {
 			return d, v, nil
 		}
 		if untrusted != nil {
-			return "", "", errs.Invalid("bindir %s: %v", bindir, untrusted)
+			return "", "", errs.Invalid("bindir %s: %w", bindir, untrusted)
 		}
 		return "", "", errs.MissingTool("no PostgreSQL %sserver binaries (%s) in bindir %s; fix bindir in dbfork.toml or install them: apt-get install postgresql%s", versionLabel(want), strings.Join(needed, ", "), bindir, dashVersion(want))
 	}

@@ -47,7 +47,7 @@ func NewAt(ctx context.Context, bindir string, clientDirs []string) (*Postgres, 
 		return nil, errs.MissingTool("no PostgreSQL server binaries (%s) in %s", strings.Join(needed, ", "), bindir)
 	}
 	if err := engine.TrustedBinaries(bindir, needed); err != nil {
-		return nil, errs.Invalid("%v", err)
+		return nil, errs.Invalid("%w", err)
 	}
 	v, err := serverVersion(ctx, bindir)
 	if err != nil {

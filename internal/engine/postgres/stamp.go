@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/engine"
 )
 
 // Page stamping. Every page PostgreSQL writes through the WAL carries the
@@ -100,7 +102,7 @@ func stampRelations(dataDir string, checkpointLSN uint64) (stampStats, error) {
 				}
 				kind = classify(first)
 			}
-			if kind == kindSkip || stampedAlready(path) {
+			if kind == kindSkip || engine.StampedAlready(path) {
 				return nil
 			}
 			return stampRelationFile(path, uint32(seg*relSegSize), kind, checkpointLSN, &st)
@@ -159,37 +161,8 @@ func stampRelationFile(path string, firstBlock uint32, kind relKind, checkpointL
 			break
 		}
 	}
-	markStamped(f)
+	engine.MarkStamped(f)
 	return f.Close()
-}
-
-// stampedMark is the xattr a stamped file carries: its size and mtime
-// right after stamping. A file that still has both was not written since
-// (every write sets the mtime; an intermediate golden's copy keeps it),
-// so stamping it again would change nothing: an incremental build's seal
-// skips the seed's files instead of reading them all.
-const stampedMark = "user.dbfork.stamped"
-
-func stampMarkOf(st *unix.Stat_t) string {
-	return fmt.Sprintf("%d:%d.%09d", st.Size, st.Mtim.Sec, st.Mtim.Nsec)
-}
-
-func markStamped(f *os.File) {
-	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil {
-		return
-	}
-	_ = unix.Fsetxattr(int(f.Fd()), stampedMark, []byte(stampMarkOf(&st)), 0) // no xattrs here: stamped every time
-}
-
-func stampedAlready(path string) bool {
-	var st unix.Stat_t
-	if unix.Lstat(path, &st) != nil {
-		return false
-	}
-	buf := make([]byte, 64)
-	n, err := unix.Lgetxattr(path, stampedMark, buf)
-	return err == nil && string(buf[:n]) == stampMarkOf(&st)
 }
 
 // stampPGPage stamps one page of a relation file of kind if it is a page

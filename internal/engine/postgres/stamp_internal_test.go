@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/dbfork/dbfork/internal/engine"
 )
 
 // heapPage lays out a heap page with one tuple per xmin; frozen ones carry
@@ -161,14 +163,14 @@ func TestStampSkipsFilesNotWrittenSince(t *testing.T) {
 	if err != nil || st.Pages != 1 {
 		t.Fatalf("first seal: %+v %v", st, err)
 	}
-	if !stampedAlready(file) {
+	if !engine.StampedAlready(file) {
 		t.Fatal("no stamp mark after stamping (user xattrs: tmpfs, ext4, XFS and btrfs keep them)")
 	}
 	// Unstamped bytes written back (as a server would): a new mtime.
 	if err := os.WriteFile(file, page, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if stampedAlready(file) {
+	if engine.StampedAlready(file) {
 		t.Fatal("a file written after its stamp counts as stamped")
 	}
 	if st, err = stampRelations(dir, 9<<20); err != nil || st.Pages != 1 {

@@ -27,7 +27,7 @@ func (p *Postgres) TableFiles(ctx context.Context, srv *engine.Server, tables []
 			    OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE oid = r.oid)
 			    OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = (SELECT reltoastrelid FROM pg_class WHERE oid = r.oid))`, t)
 		if err != nil {
-			return nil, errs.Invalid("hot table %q: %v", t, err)
+			return nil, errs.Invalid("hot table %q: %w", t, err)
 		}
 		var bases []string
 		for rows.Next() {
@@ -38,7 +38,7 @@ func (p *Postgres) TableFiles(ctx context.Context, srv *engine.Server, tables []
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, errs.Invalid("hot table %q: %v", t, err)
+			return nil, errs.Invalid("hot table %q: %w", t, err)
 		}
 		for _, b := range bases {
 			for _, pat := range []string{b, b + ".*", b + "_fsm", b + "_vm"} {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/engines"
-	"github.com/dbfork/dbfork/internal/engine/enginetest"
 	"github.com/dbfork/dbfork/internal/engine/fetch"
+	"github.com/dbfork/dbfork/internal/enginetest"
 )
 
 // The version matrix: the suite on the servers the distribution does not
