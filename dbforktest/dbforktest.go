@@ -33,11 +33,8 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
-	"github.com/dbfork/dbfork/internal/engine/engines"
-	"github.com/dbfork/dbfork/internal/engine/fetch"
-	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
-	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -162,22 +159,17 @@ func fromDaemon(ctx context.Context, t testing.TB, c *api.Client, recipePath str
 
 func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string) *Instance {
 	t.Helper()
-	r, err := recipe.Load(recipePath)
+	r, err := project.LoadRecipe(ctx, recipePath)
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
 	// The store's engine cache backs installed servers, as for the CLI.
-	mvn, _ := exec.LookPath("mvn")
-	pip, _ := exec.LookPath("pip3")
-	eng, err := engines.NewOpener(fetch.Options{Dir: s.EnginesDir(), Maven: fetch.Maven{Mvn: mvn}, Pip: pip}).Open(ctx, golden.EngineWant(r))
+	p := project.New(project.Options{Store: s})
+	b, err := p.Golden(ctx, r)
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
-	res, err := golden.Build(ctx, s, eng, r, golden.Options{})
-	if err != nil {
-		t.Fatalf("dbforktest: %v", err)
-	}
-	in, err := instance.Create(ctx, s, eng, res.Golden, instance.Options{Backend: "auto", Settings: r.Settings})
+	in, err := p.Clone(ctx, b, instance.Options{Backend: "auto"})
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/progress"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
@@ -87,27 +88,33 @@ type CloneOptions struct {
 	Prewarm bool
 }
 
-// Clone builds the dataset's golden and measures every method, Runs
-// times, rotating the order each run so machine drift hits all alike.
-func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, o CloneOptions) (*CloneResult, error) {
+// Clone builds the dataset's golden in p's store and measures every
+// method, Runs times, rotating the order each run so machine drift hits
+// all alike.
+func Clone(ctx context.Context, p *project.Project, ds *Dataset, o CloneOptions) (*CloneResult, error) {
+	s := p.Store
+	r, err := project.LoadRecipe(ctx, ds.Recipe)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := p.Engine(ctx, r)
+	if err != nil {
+		return nil, err
+	}
 	kit, err := kitOf(ds.Engine)
 	if err != nil {
 		return nil, err
 	}
-	r, err := recipe.Load(ds.Recipe)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkSpace(ctx, s, eng, r, ds, o.Methods); err != nil {
+	if err := checkSpace(ctx, p, eng, r, ds, o.Methods); err != nil {
 		return nil, err
 	}
 	o.Progress.Step(fmt.Sprintf("golden: %s %s", ds.Engine, FormatSize(ds.Size)))
 	t0 := time.Now()
-	res, err := golden.Build(ctx, s, eng, r, golden.Options{})
+	b, err := p.Golden(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	g := res.Golden
+	res, g := b.Result, b.Golden
 	out := &CloneResult{Engine: ds.Engine, Version: g.Manifest.EngineVersion, Size: FormatSize(ds.Size),
 		GoldenBytes: g.Manifest.TotalBytes, Golden: g.Key, Table: ds.Table, Rows: ds.Rows, Runs: o.Runs}
 	if res.Built {
@@ -137,13 +144,13 @@ func Clone(ctx context.Context, s *store.Store, eng engine.Engine, ds *Dataset, 
 			var smp *Sample
 			if strings.HasPrefix(m, "template:") {
 				if host == nil {
-					if host, err = instance.Create(ctx, s, eng, g, instance.Options{Backend: "auto"}); err != nil {
+					if host, err = p.Clone(ctx, b, instance.Options{Backend: "auto"}); err != nil {
 						return nil, fmt.Errorf("template host: %w", err)
 					}
 				}
 				smp, err = templateSample(ctx, host, ds, strings.TrimPrefix(m, "template:"), run, o)
 			} else {
-				smp, err = cloneSample(ctx, s, eng, g, ds, m, o)
+				smp, err = cloneSample(ctx, p, b, ds, m, o)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", m, err)
@@ -198,12 +205,12 @@ func methodResults(methods []string, kit engine.BenchKit, engineName string) (ma
 	return byName, nil
 }
 
-func cloneSample(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Golden, ds *Dataset, b string, o CloneOptions) (*Sample, error) {
-	in, err := instance.Create(ctx, s, eng, g, instance.Options{Backend: b})
+func cloneSample(ctx context.Context, p *project.Project, b *project.Built, ds *Dataset, method string, o CloneOptions) (*Sample, error) {
+	in, err := p.Clone(ctx, b, instance.Options{Backend: method})
 	if err != nil {
 		return nil, err
 	}
-	defer in.Destroy(context.Background(), s)
+	defer in.Destroy(context.Background(), p.Store)
 	st := in.State
 	smp := &Sample{CloneMs: st.CloneMs, ReadyMs: st.ReadyMs}
 	if o.Prewarm {
@@ -353,12 +360,13 @@ func stat(xs []float64) Stat {
 // into generating data: the golden (unless built) plus one full copy at a
 // time for the baselines (a plain copy, or the database a TEMPLATE makes).
 // A golden takes about 1.15× the nominal size (indexes, WAL, catalogs).
-func checkSpace(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Recipe, ds *Dataset, methods []string) error {
+func checkSpace(ctx context.Context, p *project.Project, eng engine.Engine, r *recipe.Recipe, ds *Dataset, methods []string) error {
+	s := p.Store
 	est := uint64(float64(ds.Size) * 1.15)
 	var need uint64
-	if key, _, _, err := golden.Key(ctx, eng, r, nil); err != nil {
+	if k, err := p.Key(ctx, eng, r); err != nil {
 		return err
-	} else if _, err := golden.Lookup(s, key); err != nil {
+	} else if _, err := golden.Lookup(s, k.Key); err != nil {
 		need += est
 	}
 	full := len(methods) == 0 // the default methods include the copy baseline

@@ -13,9 +13,8 @@ import (
 
 	"github.com/dbfork/dbfork/internal/bench"
 	"github.com/dbfork/dbfork/internal/errs"
-	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/progress"
-	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -116,15 +115,9 @@ func (f *benchFlags) cloneBench(ctx context.Context, g *globals, s *store.Store,
 	if err != nil {
 		return nil, err
 	}
-	r, err := recipe.Load(ds.Recipe)
-	if err != nil {
-		return nil, err
-	}
-	eng, err := g.openEngine(s)(ctx, golden.EngineWant(r))
-	if err != nil {
-		return nil, err
-	}
-	return bench.Clone(ctx, s, eng, ds, bench.CloneOptions{Runs: f.runs, Methods: ms, Progress: progress.New(g.stderr),
+	// Bench goldens are the bench's own: no [cache], no progress of builds.
+	p := project.New(project.Options{Store: s, Open: g.openEngine(s)})
+	return bench.Clone(ctx, p, ds, bench.CloneOptions{Runs: f.runs, Methods: ms, Progress: progress.New(g.stderr),
 		Workload: f.workload, WorkloadClients: f.workClients, Prewarm: f.prewarm})
 }
 

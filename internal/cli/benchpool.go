@@ -18,7 +18,7 @@ import (
 	"github.com/dbfork/dbfork/internal/bench"
 	"github.com/dbfork/dbfork/internal/daemon"
 	"github.com/dbfork/dbfork/internal/errs"
-	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -84,15 +84,11 @@ func (f *benchPoolFlags) parse() ([]int, string, error) {
 	if f.mode != "release" && f.mode != bench.ModeReset && f.mode != bench.ModeDatabase && f.mode != bench.ModeFresh {
 		return nil, "", errs.Invalid("--mode %q: use release, reset, database or fresh", f.mode)
 	}
-	file := f.file
-	if file == "" {
-		file = recipe.DefaultFile
-	}
-	abs, err := filepath.Abs(file)
+	abs, err := project.RecipePath(f.file)
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := recipe.Load(abs); err != nil {
+	if _, err := project.LoadRecipe(context.Background(), abs); err != nil {
 		return nil, "", err
 	}
 	return clients, abs, nil

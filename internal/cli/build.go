@@ -33,8 +33,10 @@ func newBuildCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			eng, err := g.openEngine(s)(ctx, golden.EngineWant(r))
-			if err != nil {
+			// The server first: a recipe this machine cannot run fails
+			// before its flags are looked at.
+			p := g.project(s, rf)
+			if _, err := p.Engine(ctx, r); err != nil {
 				return err
 			}
 			if cacheFrom != "" {
@@ -46,19 +48,19 @@ func newBuildCmd(g *globals) *cobra.Command {
 			// build pushes itself (below), so a failed push fails it.
 			pushTo := r.Cache.To
 			r.Cache.To = ""
-			opts := g.buildOptions(s, rf)
 			if stepCache == "" {
 				stepCache = os.Getenv("DBFORK_STEP_CACHE_MIN")
 			}
 			if stepCache != "" {
-				if opts.StepCacheMin, err = parseStepCacheMin(stepCache); err != nil {
+				if p.Build.StepCacheMin, err = parseStepCacheMin(stepCache); err != nil {
 					return err
 				}
 			}
-			res, err := golden.Build(ctx, s, eng, r, opts)
+			b, err := p.Golden(ctx, r)
 			if err != nil {
 				return err
 			}
+			res := b.Result
 			var pushed *oci.Stats
 			if pushTo != "" {
 				po, err := packOptions(g)

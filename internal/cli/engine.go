@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -14,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/engine"
-	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/engine/fetch"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -37,50 +34,26 @@ const (
 
 // fetchOptions reads the engine cache configuration at the edge.
 func (g *globals) fetchOptions(s *store.Store) fetch.Options {
-	dir := s.EnginesDir()
+	c := project.EngineCache{MavenRepo: os.Getenv(MavenRepoEnv), Offline: g.offline,
+		Notify: func(msg string) { fmt.Fprintln(g.stderr, "dbfork: "+msg) }}
 	if d := os.Getenv(EngineCacheEnv); d != "" {
-		dir, _ = filepath.Abs(d)
+		c.Dir, _ = filepath.Abs(d)
 	}
-	mvn, _ := exec.LookPath("mvn")
-	repo := os.Getenv(MavenRepoEnv)
-	if repo == "" && mvn == "" {
-		// As root, root's own settings (never $HOME's: under sudo -E it
-		// is the caller's).
-		home, err := os.UserHomeDir()
-		if os.Geteuid() == 0 {
-			home, err = "/root", nil
-			if u, uerr := user.LookupId("0"); uerr == nil && u.HomeDir != "" {
-				home = u.HomeDir
-			}
-		}
-		if err == nil {
-			if b, err := os.ReadFile(filepath.Join(home, ".m2", "settings.xml")); err == nil {
-				repo = fetch.MirrorURL(b)
-			}
-		}
-	}
-	plain := false
 	switch strings.ToLower(os.Getenv(MavenPlainHTTPEnv)) {
 	case "1", "true", "yes":
-		plain = true
+		c.MavenPlainHTTP = true
 	}
-	off := g.offline
 	switch strings.ToLower(os.Getenv(OfflineEnv)) {
 	case "1", "true", "yes":
-		off = true
+		c.Offline = true
 	}
-	pip, _ := exec.LookPath("pip3")
-	if pip == "" {
-		pip, _ = exec.LookPath("pip")
-	}
-	return fetch.Options{Dir: dir, Offline: off, Maven: fetch.Maven{RepoURL: repo, Mvn: mvn, PlainHTTP: plain}, Pip: pip,
-		Notify: func(msg string) { fmt.Fprintln(g.stderr, "dbfork: "+msg) }}
+	return project.FetchOptions(s, c)
 }
 
 // openEngine returns how recipes of this store find their server: an
 // installed one, else the engine cache.
-func (g *globals) openEngine(s *store.Store) func(context.Context, engine.Want) (engine.Engine, error) {
-	return engines.NewOpener(g.fetchOptions(s)).Open
+func (g *globals) openEngine(s *store.Store) project.Opener {
+	return project.NewOpener(g.fetchOptions(s))
 }
 
 func newEngineCmd(g *globals) *cobra.Command {

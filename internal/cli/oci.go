@@ -10,13 +10,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/api"
-	"github.com/dbfork/dbfork/internal/engine"
-	"github.com/dbfork/dbfork/internal/engine/engines"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/oci"
 	"github.com/dbfork/dbfork/internal/progress"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -86,7 +85,7 @@ func packOptions(g *globals) (oci.PackOptions, error) {
 func (g *globals) remote(s *store.Store, f registryFlags) golden.Remote {
 	po, _ := packOptions(g)
 	max, _ := pullMax(0)
-	return &oci.Remote{Registry: f.registry(), Check: engineCheck(g.openEngine(s)), Pack: po, MaxBytes: max}
+	return &oci.Remote{Registry: f.registry(), Check: project.EngineCheck(g.openEngine(s)), Pack: po, MaxBytes: max}
 }
 
 // peerRemote is the [cache] side of builds a daemon runs for a socket
@@ -116,40 +115,6 @@ func pullMax(flag int64) (int64, error) {
 	return n, nil
 }
 
-// engineCheck refuses a golden built with another server version than
-// the one this machine would build with (an installed server, or one the
-// engine cache holds or may fetch).
-func engineCheck(open func(context.Context, engine.Want) (engine.Engine, error)) oci.EngineCheck {
-	return func(ctx context.Context, name, version string) (engine.Engine, error) {
-		return checkEngine(ctx, open, name, version)
-	}
-}
-
-func checkEngine(ctx context.Context, open func(context.Context, engine.Want) (engine.Engine, error), name, version string) (engine.Engine, error) {
-	eng, err := open(ctx, engine.Want{Engine: name, Version: majorVersion(name, shortVersion(version))})
-	if err != nil {
-		return nil, errs.Unsupported("the golden was built with %s %s, which this machine lacks (%v); install it, or build here: a build with another server version has another key", name, shortVersion(version), err)
-	}
-	have, err := eng.Version(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if have != version {
-		return nil, errs.Conflict("the golden was built with %s %s but this machine runs %s %s; the exact server version is part of the key, so recipes here have another key: install %s %s, or build here (and push with --cache-to)", name, shortVersion(version), name, shortVersion(have), name, shortVersion(version))
-	}
-	return eng, nil
-}
-
-// majorVersion is the part of a server version a recipe's version names,
-// as the engine says ("15" of PostgreSQL 15.14, "10.11" of MariaDB 10.11.6).
-func majorVersion(name, v string) string {
-	e, err := engines.Lookup(name)
-	if err != nil {
-		return v
-	}
-	return e.Major(v)
-}
-
 // findGolden resolves a KEY argument, or the golden of a recipe.
 func findGolden(ctx context.Context, g *globals, s *store.Store, keyArg, file string) (*golden.Golden, error) {
 	if keyArg != "" {
@@ -159,17 +124,18 @@ func findGolden(ctx context.Context, g *globals, s *store.Store, keyArg, file st
 	if err != nil {
 		return nil, err
 	}
-	eng, err := g.openEngine(s)(ctx, golden.EngineWant(r))
+	p := g.project(s, registryFlags{})
+	eng, err := p.Engine(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	key, _, _, err := golden.Key(ctx, eng, r, golden.OpenHashCache(filepath.Join(s.CacheDir(), "hashes.json")))
+	k, err := p.Key(ctx, eng, r)
 	if err != nil {
 		return nil, err
 	}
-	gd, err := golden.Lookup(s, key)
+	gd, err := golden.Lookup(s, k.Key)
 	if err != nil {
-		return nil, errs.NotFound("the recipe's golden %s is not in the store: run `dbfork build` first", golden.Short(key))
+		return nil, errs.NotFound("the recipe's golden %s is not in the store: run `dbfork build` first", golden.Short(k.Key))
 	}
 	return gd, nil
 }
@@ -258,7 +224,7 @@ func (g *globals) unpackOptions(s *store.Store, f sizeFlag) (oci.UnpackOptions, 
 		return oci.UnpackOptions{}, err
 	}
 	return oci.UnpackOptions{
-		Check: engineCheck(g.openEngine(s)), Log: g.log, MaxBytes: max,
+		Check: project.EngineCheck(g.openEngine(s)), Log: g.log, MaxBytes: max,
 		OnWait: func() { fmt.Fprintln(g.stderr, "dbfork: waiting for another pull or build of the same golden") },
 	}, nil
 }
@@ -280,6 +246,12 @@ func (g *globals) buildOptions(s *store.Store, f registryFlags) golden.Options {
 		// A bad value is refused by `dbfork build`; elsewhere: the default.
 		StepCacheMin: stepCacheMinEnv(),
 	}
+}
+
+// project is how this command gets from recipes to goldens and clones:
+// the store's engines and the build options above.
+func (g *globals) project(s *store.Store, f registryFlags) *project.Project {
+	return project.New(project.Options{Store: s, Open: g.openEngine(s), Build: g.buildOptions(s, f)})
 }
 
 // peerScoped is a daemon's [cache]: builds asked for by a unix-socket

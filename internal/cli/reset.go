@@ -77,7 +77,7 @@ func newResetCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			eng, err := g.openEngine(s)(ctx, golden.EngineWant(r))
+			eng, err := g.project(s, registryFlags{}).Engine(ctx, r)
 			if err != nil {
 				return err
 			}

@@ -18,8 +18,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/errs"
-	"github.com/dbfork/dbfork/internal/golden"
-	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -120,12 +119,9 @@ func (g *globals) openStore() (*store.Store, error) {
 	}})
 }
 
-func loadRecipe(path string) (*recipe.Recipe, error) {
-	if path == "" {
-		path = recipe.DefaultFile
-	}
+func loadRecipe(path string) (*project.Recipe, error) {
 	// Under sudo, read and expand it as the user behind sudo.
-	return golden.LoadRecipe(caller.With(context.Background(), sudoCaller), path)
+	return project.LoadRecipe(caller.With(context.Background(), sudoCaller), path)
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -14,9 +14,8 @@ import (
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
-	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
-	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -77,11 +76,7 @@ func obtain(ctx context.Context, g *globals, f upFlags) (*leased, error) {
 		}
 		c, err := api.Dial(ctx, api.SocketPath(root))
 		if err == nil {
-			file := f.file
-			if file == "" {
-				file = recipe.DefaultFile
-			}
-			abs, err := filepath.Abs(file)
+			abs, err := project.RecipePath(f.file)
 			if err != nil {
 				return nil, err
 			}
@@ -136,15 +131,12 @@ func startInstance(ctx context.Context, g *globals, f upFlags) (*store.Store, *i
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := g.openEngine(s)(ctx, golden.EngineWant(r))
+	p := g.project(s, registryFlags{})
+	b, err := p.Golden(ctx, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := golden.Build(ctx, s, eng, r, g.buildOptions(s, registryFlags{}))
-	if err != nil {
-		return nil, nil, err
-	}
-	in, err := instance.Create(ctx, s, eng, res.Golden, instance.Options{Backend: f.backend, Settings: r.Settings, Recipe: r.Path})
+	in, err := p.Clone(ctx, b, instance.Options{Backend: f.backend})
 	if err != nil {
 		return nil, nil, err
 	}

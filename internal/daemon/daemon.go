@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/pool"
 	"github.com/dbfork/dbfork/internal/proc"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -52,11 +52,9 @@ type Daemon struct {
 	o       Options
 	started time.Time
 
-	hc *golden.HashCache // input hashes, kept in memory between calls
+	app *project.Project // recipes to goldens: engines, input hashes and goldens kept between calls
 
 	mu      sync.Mutex
-	goldens map[string]*golden.Golden // published goldens by key
-	engines map[string]engine.Engine
 	pools   map[string]*entry
 	leases  map[string]*lease
 	spares  map[string]*spares // by instance id, from warming until destroyed
@@ -125,8 +123,8 @@ func New(o Options) *Daemon {
 	if o.PoolIdle == 0 {
 		o.PoolIdle = 10 * time.Minute
 	}
-	d := &Daemon{o: o, started: time.Now().UTC(), engines: map[string]engine.Engine{},
-		hc: golden.OpenHashCache(filepath.Join(o.Store.CacheDir(), "hashes.json")), goldens: map[string]*golden.Golden{},
+	d := &Daemon{o: o, started: time.Now().UTC(),
+		app:   project.New(project.Options{Store: o.Store, Open: o.OpenEngine, Build: golden.Options{Log: o.Log, Remote: o.Remote}}),
 		pools: map[string]*entry{}, leases: map[string]*lease{}, spares: map[string]*spares{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go d.watch()

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/pool"
+	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/recipe"
 )
 
@@ -27,64 +27,28 @@ func loadRecipe(ctx context.Context, path string) (*recipe.Recipe, error) {
 	if !filepath.IsAbs(path) {
 		return nil, errs.Invalid("recipe path %q is relative: send an absolute path", path)
 	}
-	return golden.LoadRecipe(ctx, path)
+	return project.LoadRecipe(ctx, path)
 }
 
 // engineFor returns the (cached) engine for a recipe.
 func (d *Daemon) engineFor(ctx context.Context, r *recipe.Recipe) (engine.Engine, error) {
-	k := r.Engine + "\x00" + r.Bindir + "\x00" + r.Version
-	d.mu.Lock()
-	eng, ok := d.engines[k]
-	d.mu.Unlock()
-	if ok {
-		return eng, nil
-	}
-	eng, err := d.o.OpenEngine(ctx, golden.EngineWant(r))
-	if err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	d.engines[k] = eng
-	d.mu.Unlock()
-	return eng, nil
+	return d.app.Engine(ctx, r)
 }
 
-// golden builds or finds the recipe's golden. The key is recomputed on
-// every call (a stat per input, through the hash cache), so an edited seed
-// file is picked up by the next acquire; a golden already seen is not
-// re-read from disk.
+// golden builds or finds the recipe's golden (project.Golden: the key is
+// recomputed on every call, so an edited seed file is picked up by the
+// next acquire), loading the recipe with the caller's rights.
 func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engine.Engine, *golden.Result, error) {
 	ctx = d.asCaller(ctx)
 	r, err := loadRecipe(ctx, path)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	eng, err := d.engineFor(ctx, r)
+	b, err := d.app.Golden(ctx, r)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	key, inputs, version, err := golden.Key(ctx, eng, r, d.hc)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	d.mu.Lock()
-	g, ok := d.goldens[key]
-	d.mu.Unlock()
-	if ok {
-		if _, err := os.Stat(filepath.Join(g.Dir, golden.ManifestName)); err == nil {
-			return r, eng, &golden.Result{Golden: g}, nil
-		}
-	}
-	res, err := golden.BuildKeyed(ctx, d.o.Store, eng, r,
-		golden.Keyed{Key: key, Inputs: inputs, Version: version}, golden.Options{Log: d.o.Log, Remote: d.o.Remote})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	d.hc.Save()
-	d.mu.Lock()
-	d.goldens[res.Golden.Key] = res.Golden
-	d.mu.Unlock()
-	return r, eng, res, nil
+	return r, b.Engine, b.Result, nil
 }
 
 // asCaller makes a build's `run` steps run as whoever asked: the peer of
