@@ -241,7 +241,7 @@ func (s *Server) golden(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	g, err := s.svc.EnsureGolden(r.Context(), req)
+	g, err := s.svc.EnsureGolden(r.Context(), req, peerOf(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return

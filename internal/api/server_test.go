@@ -15,7 +15,7 @@ import (
 type stub struct{ acquired int }
 
 func (s *stub) Health() Health { return Health{Status: "ok"} }
-func (s *stub) EnsureGolden(context.Context, GoldenRequest) (*Golden, error) {
+func (s *stub) EnsureGolden(context.Context, GoldenRequest, Peer) (*Golden, error) {
 	return &Golden{}, nil
 }
 func (s *stub) Acquire(context.Context, AcquireRequest, Peer) (*Lease, error) {

@@ -22,7 +22,7 @@ const TokenName = "api-token"
 // Service is what the API exposes; the daemon implements it.
 type Service interface {
 	Health() Health
-	EnsureGolden(ctx context.Context, req GoldenRequest) (*Golden, error)
+	EnsureGolden(ctx context.Context, req GoldenRequest, peer Peer) (*Golden, error)
 	Acquire(ctx context.Context, req AcquireRequest, peer Peer) (*Lease, error)
 	// A caller sees and ends only its own leases, unless it is root or
 	// holds the TCP token (Peer.All).

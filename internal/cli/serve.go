@@ -81,7 +81,7 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 	if poolIdle == 0 {
 		poolIdle = -1 // never
 	}
-	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s), Remote: g.daemonRemote(s), PoolIdle: poolIdle})
+	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s), Remote: g.daemonRemote(s), PoolIdle: poolIdle, Sudo: sudoCaller()})
 	closeDaemon := func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/instance"
@@ -45,6 +46,10 @@ type Options struct {
 	// PoolIdle closes a pool nobody leased from for this long (default
 	// 10 min; negative: never).
 	PoolIdle time.Duration
+	// Sudo is the user behind `sudo` that started the daemon (nil: none):
+	// the recipes of requests with no unix peer (TCP, `serve -f`) run
+	// their steps as them.
+	Sudo *caller.Caller
 }
 
 // Daemon implements api.Service.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/caller"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/golden"
@@ -38,8 +39,8 @@ func (d *Daemon) engineFor(ctx context.Context, r *recipe.Recipe) (engine.Engine
 // golden builds or finds the recipe's golden (project.Golden: the key is
 // recomputed on every call, so an edited seed file is picked up by the
 // next acquire), loading the recipe with the caller's rights.
-func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engine.Engine, *golden.Result, error) {
-	ctx = d.asCaller(ctx)
+func (d *Daemon) golden(ctx context.Context, path string, peer api.Peer) (*recipe.Recipe, engine.Engine, *golden.Result, error) {
+	ctx = d.asCaller(ctx, peer)
 	r, err := loadRecipe(ctx, path)
 	if err != nil {
 		return nil, nil, nil, err
@@ -52,18 +53,19 @@ func (d *Daemon) golden(ctx context.Context, path string) (*recipe.Recipe, engin
 }
 
 // asCaller makes a build's `run` steps run as whoever asked: the peer of
-// a unix-socket request, else (TCP, `serve -f`) the user behind `sudo`.
-func (d *Daemon) asCaller(ctx context.Context) context.Context {
-	if p, ok := api.PeerFrom(ctx); ok && p.Unix && p.UID >= 0 && p.GID >= 0 {
-		return engine.WithCaller(ctx, func() *engine.Caller { return engine.LookupCaller(p.UID, p.GID) })
+// a unix-socket request, else (TCP, `serve -f`) the user behind `sudo`
+// (Options.Sudo).
+func (d *Daemon) asCaller(ctx context.Context, p api.Peer) context.Context {
+	if p.Unix && p.UID >= 0 && p.GID >= 0 {
+		return caller.With(ctx, func() *caller.Caller { return caller.Lookup(p.UID, p.GID) })
 	}
-	return engine.WithCaller(ctx, engine.SudoCaller)
+	return caller.With(ctx, func() *caller.Caller { return d.o.Sudo })
 }
 
 // EnsureGolden implements api.Service.
-func (d *Daemon) EnsureGolden(ctx context.Context, req api.GoldenRequest) (*api.Golden, error) {
+func (d *Daemon) EnsureGolden(ctx context.Context, req api.GoldenRequest, peer api.Peer) (*api.Golden, error) {
 	t0 := time.Now()
-	_, _, res, err := d.golden(withStepEnv(ctx, req.Env), req.Recipe)
+	_, _, res, err := d.golden(withStepEnv(ctx, req.Env, peer), req.Recipe, peer)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +77,7 @@ func (d *Daemon) EnsureGolden(ctx context.Context, req api.GoldenRequest) (*api.
 // Warm makes the pool for a recipe exist (building its golden), so its
 // instances are warming before the first client asks (`serve -f`).
 func (d *Daemon) Warm(ctx context.Context, recipePath, backendName string) (string, error) {
-	r, eng, res, err := d.golden(ctx, recipePath)
+	r, eng, res, err := d.golden(ctx, recipePath, api.Peer{}) // serve -f: as the user behind sudo
 	if err != nil {
 		return "", err
 	}
@@ -92,9 +94,9 @@ func (d *Daemon) Warm(ctx context.Context, recipePath, backendName string) (stri
 // withStepEnv makes the run steps of a build this request causes run in
 // the environment the client sent (its virtualenv, node_modules, PATH),
 // never in the daemon's.
-func withStepEnv(ctx context.Context, env map[string]string) context.Context {
+func withStepEnv(ctx context.Context, env map[string]string, p api.Peer) context.Context {
 	from := "the client that asked"
-	if p, ok := api.PeerFrom(ctx); ok && p.Unix {
+	if p.Unix {
 		from = fmt.Sprintf("the client that asked (uid %d, pid %d)", p.UID, p.PID)
 	}
 	return engine.WithStepEnv(ctx, env, from)

@@ -60,7 +60,7 @@ func (d *Daemon) ResetKept(ctx context.Context, id string, peer api.Peer) (*api.
 	if err != nil {
 		return nil, err
 	}
-	eng, err := d.keptEngine(ctx, st, g)
+	eng, err := d.keptEngine(ctx, st, g, peer)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (d *Daemon) ResetKept(ctx context.Context, id string, peer api.Peer) (*api.
 // keptEngine is the engine to restart a kept instance of golden g with:
 // a pool's of the same golden, else the one its recipe names (read as
 // the caller, like every recipe a peer names).
-func (d *Daemon) keptEngine(ctx context.Context, st *instance.State, g *golden.Golden) (engine.Engine, error) {
+func (d *Daemon) keptEngine(ctx context.Context, st *instance.State, g *golden.Golden, peer api.Peer) (engine.Engine, error) {
 	d.mu.Lock()
 	for _, e := range d.pools {
 		if e.golden.Key == st.Key {
@@ -95,7 +95,7 @@ func (d *Daemon) keptEngine(ctx context.Context, st *instance.State, g *golden.G
 	if st.Recipe == "" {
 		return nil, errs.Invalid("instance %s does not record its recipe: reset it with `sudo dbfork reset -f RECIPE %s`", st.ID, st.ID)
 	}
-	ctx = d.asCaller(ctx)
+	ctx = d.asCaller(ctx, peer)
 	r, err := loadRecipe(ctx, st.Recipe)
 	if err != nil {
 		return nil, err

@@ -49,7 +49,7 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 	} else if req.TTLSeconds == 0 {
 		return nil, errs.Invalid("a lease needs an end: call over the unix socket, or send \"pid\" (the holder process) or \"ttl_seconds\"")
 	}
-	r, eng, res, err := d.golden(withStepEnv(ctx, req.Env), req.Recipe)
+	r, eng, res, err := d.golden(withStepEnv(ctx, req.Env, peer), req.Recipe, peer)
 	if err != nil {
 		return nil, err
 	}

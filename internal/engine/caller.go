@@ -1,34 +1,15 @@
 package engine
 
 import (
-	"context"
-	"os"
 	"strings"
 
 	"github.com/dbfork/dbfork/internal/caller"
 )
 
-// Caller is caller.Caller, kept under its old name for daemon/goldens.go.
-type Caller = caller.Caller
-
-// WithCaller is caller.With.
-func WithCaller(ctx context.Context, who func() *Caller) context.Context {
-	return caller.With(ctx, who)
-}
-
-// LookupCaller is caller.Lookup.
-func LookupCaller(uid, gid int) *Caller { return caller.Lookup(uid, gid) }
-
-// SudoCaller is the user who ran this root process through sudo, or nil.
-// The edge (cli) reads SUDO_UID and SUDO_GID itself and calls
-// caller.Sudo; this reads them here only for the daemon's goldens.go,
-// until it takes the peer as an argument.
-func SudoCaller() *Caller { return caller.Sudo(os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID")) }
-
 // callerEnv adapts a command's environment to another user: their home
 // and name, and TCP instead of the server's socket dir (private to the
 // server user).
-func callerEnv(env []string, c *Caller) []string {
+func callerEnv(env []string, c *caller.Caller) []string {
 	out := env[:0:0]
 	for _, kv := range tcpOnlyKV(env) {
 		k, _, _ := strings.Cut(kv, "=")
