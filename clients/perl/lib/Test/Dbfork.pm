@@ -55,10 +55,24 @@ sub fresh {
     return Test::Dbfork::Fresh->new;
 }
 
+# keep_failed: DBFORK_KEEP_FAILED set and not 0 (docs/api.md, "The
+# client contract").
+sub keep_failed { my $k = $ENV{DBFORK_KEEP_FAILED}; return defined $k && $k ne '' && $k ne '0' }
+
+# A failed test file's lease is kept with DBFORK_KEEP_FAILED (`dbfork
+# down ID` later), else released.
 END {
     if ( $LEASE && defined $OWNER_PID && $OWNER_PID == $$ ) {
         local $@;
-        eval { Test::Dbfork::Client->new( socket => $ENV{DBFORK_SOCKET} || Test::Dbfork::Client->find_socket( store => $ENV{DBFORK_STORE} ) )->release( $LEASE->{id} ) };
+        my $failed = ( $? != 0 ) || ( $INC{'Test/Builder.pm'} && !Test::Builder->new->is_passing );
+        eval {
+            my $c = Test::Dbfork::Client->new( socket => $ENV{DBFORK_SOCKET} || Test::Dbfork::Client->find_socket( store => $ENV{DBFORK_STORE} ) );
+            if ( $failed && keep_failed() ) {
+                $c->keep( $LEASE->{id} );
+                print STDERR "# dbfork: kept instance $LEASE->{id} of a failed test: $LEASE->{dsn} (dbfork down $LEASE->{id} when done)\n";
+            }
+            else { $c->release( $LEASE->{id} ) }
+        };
     }
 }
 

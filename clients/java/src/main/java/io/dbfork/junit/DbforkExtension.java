@@ -4,6 +4,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.extension.AfterEachCallback;
@@ -33,11 +35,12 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
     final boolean perTest;
     final ConcurrentLinkedQueue<Slot> idle = new ConcurrentLinkedQueue<>();
     final List<Lease> all = new ArrayList<>();
+    final Set<String> failed = ConcurrentHashMap.newKeySet(); // ids of leases a failed test used
     DbforkDatabase classDb;
 
     ClassState(Dbfork cfg) {
       this.recipe = recipe(cfg);
-      this.backend = cfg.backend();
+      this.backend = backend(cfg);
       this.perTest = cfg.freshPerTest();
       this.client = Daemon.client(cfg.store());
       Daemon.ensureGolden(client, recipe);
@@ -58,8 +61,15 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
         ls = new ArrayList<>(all);
         all.clear();
       }
+      boolean keep = keepFailed();
       for (Lease l : ls) {
         try {
+          if (keep && failed.contains(l.id())) {
+            client.keep(l.id());
+            System.err.println("dbfork: kept instance " + l.id() + " of a failed test: " + l.dsn()
+                + " (dbfork down " + l.id() + " when done)");
+            continue;
+          }
           client.release(l.id());
         } catch (DbforkException e) {
           // reclaimed already, or the daemon went away: nothing to leak
@@ -97,6 +107,24 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
     return p;
   }
 
+  /** The annotation's backend, else -Ddbfork.backend, else $DBFORK_BACKEND, else none (the server's auto). */
+  static String backend(Dbfork cfg) {
+    String b = cfg.backend();
+    if (b.isEmpty()) {
+      b = System.getProperty("dbfork.backend", "");
+    }
+    if (b.isEmpty()) {
+      b = System.getenv().getOrDefault("DBFORK_BACKEND", "");
+    }
+    return b;
+  }
+
+  /** DBFORK_KEEP_FAILED set and not 0 (docs/api.md, "The client contract"). */
+  static boolean keepFailed() {
+    String k = System.getenv().getOrDefault("DBFORK_KEEP_FAILED", "");
+    return !k.isEmpty() && !k.equals("0");
+  }
+
   private static Dbfork config(ExtensionContext ctx) {
     return AnnotationSupport.findAnnotation(ctx.getRequiredTestClass(), Dbfork.class)
         .orElseThrow(() -> new DbforkException("dbfork: " + ctx.getRequiredTestClass().getName()
@@ -113,7 +141,7 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
         ClassState.class);
     if (!st.perTest && st.classDb == null) {
       Lease l = st.acquire();
-      st.classDb = new DbforkDatabase(l, l.dsn(), l.env(), "class");
+      st.classDb = new DbforkDatabase(l, l.dsn(), l.env(), DbforkDatabase.LEASE);
     }
   }
 
@@ -140,7 +168,14 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
   public void afterEach(ExtensionContext ctx) {
     ClassState st = state(ctx);
     Held held = ctx.getStore(NS).remove(Held.class, Held.class);
-    if (st == null || held == null) {
+    if (st == null) {
+      return;
+    }
+    boolean failedTest = ctx.getExecutionException().isPresent();
+    if (failedTest && held == null && st.classDb != null) {
+      st.failed.add(st.classDb.lease().id());
+    }
+    if (held == null) {
       return;
     }
     if (held.database() != null) {
@@ -149,6 +184,11 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
       } catch (DbforkException e) {
         // the lease ended: its databases went with it
       }
+    }
+    if (failedTest && keepFailed()) {
+      // Not handed to the next test: its fresh call would wipe what the failure left.
+      st.failed.add(held.slot().lease.id());
+      return;
     }
     st.idle.offer(held.slot());
   }
