@@ -35,7 +35,7 @@ sub dbi_dsn {
 
 sub import {
     return if $ENV{PERL_TEST_DBFORK_DSN} || $LEASE;    # a child: use the parent's database
-    my $recipe = $ENV{DBFORK_RECIPE}
+    my $recipe = $ENV{DBFORK_RECIPE} || ( -f 'dbfork.toml' ? 'dbfork.toml' : undef )
       or die "Test::Dbfork: set DBFORK_RECIPE to your dbfork.toml (prove -PDbfork=dbfork.toml does)\n";
     my $client = Test::Dbfork::Client->new( socket => Test::Dbfork::Client->find_socket( store => $ENV{DBFORK_STORE} ) );
     my %o;
