@@ -84,7 +84,7 @@ export declare function setupWorker(opts?: { env?: NodeJS.ProcessEnv }): Promise
 /** Records that a test of this worker failed: with DBFORK_KEEP_FAILED the run keeps its lease. */
 export declare function markFailed(opts?: { env?: NodeJS.ProcessEnv }): void;
 
-/** DBFORK_KEEP_FAILED set and not "0". */
+/** DBFORK_KEEP_FAILED set to anything but the empty string. */
 export declare function keepFailed(env?: NodeJS.ProcessEnv): boolean;
 
 /** This worker's lease (acquired on first use). */

@@ -47,11 +47,11 @@ async function globalSetup(opts = {}) {
   };
 }
 
-// keepFailed: DBFORK_KEEP_FAILED set and not 0 (docs/api.md, "The client
-// contract").
+// keepFailed: DBFORK_KEEP_FAILED set to anything but the empty string
+// (docs/api.md, "The client contract").
 function keepFailed(env = process.env) {
   const k = env.DBFORK_KEEP_FAILED;
-  return k !== undefined && k !== '' && k !== '0';
+  return k !== undefined && k !== '';
 }
 
 // releaseAll ends the leases the run's workers recorded (those whose

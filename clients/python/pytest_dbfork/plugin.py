@@ -94,8 +94,8 @@ class _Dbfork:
 
 
 def keep_failed():
-    """DBFORK_KEEP_FAILED set and not 0."""
-    return os.environ.get("DBFORK_KEEP_FAILED", "") not in ("", "0")
+    """DBFORK_KEEP_FAILED set to anything but the empty string (as dbforktest)."""
+    return os.environ.get("DBFORK_KEEP_FAILED", "") != ""
 
 
 @pytest.hookimpl(hookwrapper=True)

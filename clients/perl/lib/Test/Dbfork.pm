@@ -55,9 +55,9 @@ sub fresh {
     return Test::Dbfork::Fresh->new;
 }
 
-# keep_failed: DBFORK_KEEP_FAILED set and not 0 (docs/api.md, "The
-# client contract").
-sub keep_failed { my $k = $ENV{DBFORK_KEEP_FAILED}; return defined $k && $k ne '' && $k ne '0' }
+# keep_failed: DBFORK_KEEP_FAILED set to anything but the empty string
+# (docs/api.md, "The client contract").
+sub keep_failed { my $k = $ENV{DBFORK_KEEP_FAILED}; return defined $k && $k ne '' }
 
 # A failed test file's lease is kept with DBFORK_KEEP_FAILED (`dbfork
 # down ID` later), else released.

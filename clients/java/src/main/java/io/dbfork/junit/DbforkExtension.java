@@ -119,10 +119,9 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
     return b;
   }
 
-  /** DBFORK_KEEP_FAILED set and not 0 (docs/api.md, "The client contract"). */
+  /** DBFORK_KEEP_FAILED set to anything but the empty string (docs/api.md, "The client contract"). */
   static boolean keepFailed() {
-    String k = System.getenv().getOrDefault("DBFORK_KEEP_FAILED", "");
-    return !k.isEmpty() && !k.equals("0");
+    return !System.getenv().getOrDefault("DBFORK_KEEP_FAILED", "").isEmpty();
   }
 
   private static Dbfork config(ExtensionContext ctx) {
