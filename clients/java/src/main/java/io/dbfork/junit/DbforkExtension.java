@@ -4,6 +4,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -38,9 +39,17 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
     final Set<String> failed = ConcurrentHashMap.newKeySet(); // ids of leases a failed test used
     DbforkDatabase classDb;
 
+    final boolean keepFailed;
+
     ClassState(Dbfork cfg) {
-      this.recipe = recipe(cfg);
-      this.backend = backend(cfg);
+      this(cfg, System.getenv());
+    }
+
+    /** env stands for the process environment (the contract test passes its cases' variables). */
+    ClassState(Dbfork cfg, Map<String, String> env) {
+      this.recipe = recipe(cfg, env);
+      this.backend = backend(cfg, env);
+      this.keepFailed = keepFailed(env);
       this.perTest = cfg.freshPerTest();
       this.client = Daemon.client(cfg.store());
       Daemon.ensureGolden(client, recipe);
@@ -61,7 +70,7 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
         ls = new ArrayList<>(all);
         all.clear();
       }
-      boolean keep = keepFailed();
+      boolean keep = keepFailed;
       for (Lease l : ls) {
         try {
           if (keep && failed.contains(l.id())) {
@@ -92,12 +101,17 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
   }
 
   static Path recipe(Dbfork cfg) {
+    return recipe(cfg, System.getenv());
+  }
+
+  /** The annotation's recipe, else -Ddbfork.recipe, else $DBFORK_RECIPE, else ./dbfork.toml. */
+  static Path recipe(Dbfork cfg, Map<String, String> env) {
     String r = cfg.recipe();
     if (r.isEmpty()) {
       r = System.getProperty("dbfork.recipe", "");
     }
     if (r.isEmpty()) {
-      r = System.getenv().getOrDefault("DBFORK_RECIPE", "");
+      r = env.getOrDefault("DBFORK_RECIPE", "");
     }
     Path p = Path.of(r.isEmpty() ? "dbfork.toml" : r).toAbsolutePath().normalize();
     if (!Files.isRegularFile(p)) {
@@ -108,20 +122,25 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
   }
 
   /** The annotation's backend, else -Ddbfork.backend, else $DBFORK_BACKEND, else none (the server's auto). */
-  static String backend(Dbfork cfg) {
+  static String backend(Dbfork cfg, Map<String, String> env) {
     String b = cfg.backend();
     if (b.isEmpty()) {
       b = System.getProperty("dbfork.backend", "");
     }
     if (b.isEmpty()) {
-      b = System.getenv().getOrDefault("DBFORK_BACKEND", "");
+      b = env.getOrDefault("DBFORK_BACKEND", "");
     }
     return b;
   }
 
   /** DBFORK_KEEP_FAILED set to anything but the empty string (docs/api.md, "The client contract"). */
-  static boolean keepFailed() {
-    return !System.getenv().getOrDefault("DBFORK_KEEP_FAILED", "").isEmpty();
+  static boolean keepFailed(Map<String, String> env) {
+    return !env.getOrDefault("DBFORK_KEEP_FAILED", "").isEmpty();
+  }
+
+  /** The mode a fresh call is reported as: the server's, with an untouched lease ("none") as "reset". */
+  static String mode(Lease.Database f) {
+    return "none".equals(f.mode()) ? "reset" : f.mode();
   }
 
   private static Dbfork config(ExtensionContext ctx) {
@@ -157,7 +176,7 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
     // The daemon decides how (POST /v1/leases/{id}/fresh); an untouched lease ("none") has the
     // golden's data already, as after a reset.
     Lease.Database f = st.client.fresh(slot.lease.id());
-    String mode = "none".equals(f.mode()) ? "reset" : f.mode();
+    String mode = mode(f);
     Held held = new Held(slot, new DbforkDatabase(slot.lease, f.dsn(), f.env(), mode),
         "database".equals(mode) ? f.name() : null);
     ctx.getStore(NS).put(Held.class, held);
@@ -184,7 +203,7 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
         // the lease ended: its databases went with it
       }
     }
-    if (failedTest && keepFailed()) {
+    if (failedTest && st.keepFailed) {
       // Not handed to the next test: its fresh call would wipe what the failure left.
       st.failed.add(held.slot().lease.id());
       return;
