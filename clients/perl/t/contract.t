@@ -49,13 +49,11 @@ sub run {
     my @p = ( $opt->{recipe} // '' );
     push @p, "backend=$opt->{backend}" if $opt->{backend};
     my $plugin = ( grep { length } @p ) ? '=' . join( ',', @p ) : '';
-    local $ENV{DBFORK_BIN}         = $bin;
-    local $ENV{DBFORK_STORE}       = $store;
-    local $ENV{DBFORK_STORE_FS}    = 'plain';
-    local $ENV{DBFORK_DAEMON_IDLE} = '2s';
-    local $ENV{PERL5LIB}           = join ':', grep { defined && length } $lib, $ENV{PERL5LIB};
-    delete local $ENV{$_} for qw(DBFORK_SOCKET DBFORK_RECIPE DBFORK_BACKEND DBFORK_KEEP_FAILED PERL_TEST_DBFORK_DSN);
-    local $ENV{$_} = $env->{$_} for keys %$env;
+    local %ENV = %ENV;
+    delete @ENV{qw(DBFORK_SOCKET DBFORK_RECIPE DBFORK_BACKEND DBFORK_KEEP_FAILED PERL_TEST_DBFORK_DSN)};
+    @ENV{qw(DBFORK_BIN DBFORK_STORE DBFORK_STORE_FS DBFORK_DAEMON_IDLE)} = ( $bin, $store, 'plain', '2s' );
+    $ENV{PERL5LIB} = join ':', grep { defined && length } $lib, $ENV{PERL5LIB};
+    @ENV{ keys %$env } = values %$env;
     my $out = `cd $root/suite && prove -v -PDbfork$plugin contract.t 2>&1`;
     my $rc  = $?;
     my $rec = -f "$root/out" ? $json->decode( slurp("$root/out") ) : {};
