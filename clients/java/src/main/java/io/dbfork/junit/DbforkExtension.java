@@ -37,9 +37,8 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
     final ConcurrentLinkedQueue<Slot> idle = new ConcurrentLinkedQueue<>();
     final List<Lease> all = new ArrayList<>();
     final Set<String> failed = ConcurrentHashMap.newKeySet(); // ids of leases a failed test used
-    DbforkDatabase classDb;
-
     final boolean keepFailed;
+    DbforkDatabase classDb;
 
     ClassState(Dbfork cfg) {
       this(cfg, System.getenv());
@@ -70,10 +69,9 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
         ls = new ArrayList<>(all);
         all.clear();
       }
-      boolean keep = keepFailed;
       for (Lease l : ls) {
         try {
-          if (keep && failed.contains(l.id())) {
+          if (keepFailed && failed.contains(l.id())) {
             client.keep(l.id());
             System.err.println("dbfork: kept instance " + l.id() + " of a failed test: " + l.dsn()
                 + " (dbfork down " + l.id() + " when done)");
@@ -196,17 +194,18 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
     if (held == null) {
       return;
     }
+    if (failedTest && st.keepFailed) {
+      // Kept as the failure left it: its database not dropped, the lease not handed to the next test
+      // (whose fresh call would wipe it).
+      st.failed.add(held.slot().lease.id());
+      return;
+    }
     if (held.database() != null) {
       try {
         st.client.dropDatabase(held.slot().lease.id(), held.database());
       } catch (DbforkException e) {
         // the lease ended: its databases went with it
       }
-    }
-    if (failedTest && st.keepFailed) {
-      // Not handed to the next test: its fresh call would wipe what the failure left.
-      st.failed.add(held.slot().lease.id());
-      return;
     }
     st.idle.offer(held.slot());
   }
