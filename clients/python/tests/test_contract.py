@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from test_plugin import PKG, plugin_args, records
 
 CONTRACT = os.path.join(PKG, "..", "contract.json")
@@ -109,3 +111,31 @@ def check_contract(world, tmp_path):
     assert "kept instance" not in r.stdout + r.stderr
     world.wait_daemon_gone()
     assert failed not in {i["id"] for i in world.instances()}
+
+
+def test_django_runner_keeps_a_failed_runs_lease(world, tmp_path):
+    """Keep-failed under Django's own runner: a failed serial run's lease is
+    kept (its instance runs on, and is named); a passing one is released."""
+    pytest.importorskip("django")
+    from test_django import env_for, project
+    d = project(world, "postgres")
+    with open(os.path.join(d, "notes", "tests_contract.py"), "w") as f:
+        f.write("import os\nfrom django.test import SimpleTestCase\n\n\nclass Contract(SimpleTestCase):\n"
+                "    databases = {'default'}\n\n    def test_fails_when_asked(self):\n"
+                "        self.assertNotEqual(os.environ.get('DBFORK_CONTRACT_FAIL'), '1')\n")
+    env = env_for(world, "postgres", tmp_path, DBFORK_RECIPE=os.path.join(d, "dbfork.toml"),
+                  DBFORK_CONTRACT_FAIL="1", DBFORK_KEEP_FAILED="1")
+    try:
+        r = subprocess.run([sys.executable, "manage.py", "test", "--parallel", "1", "notes.tests_contract"],
+                           cwd=d, env=env, capture_output=True, text=True, timeout=900)
+        out = r.stdout + r.stderr
+        assert r.returncode != 0, out
+        kept = [i for i in world.instances() if "kept instance %s " % i["id"] in out]
+        assert len(kept) == 1 and kept[0]["status"] == "ready", (out, world.instances())
+        world.dbfork("down", kept[0]["id"])
+        env.pop("DBFORK_CONTRACT_FAIL")
+        r = subprocess.run([sys.executable, "manage.py", "test", "--parallel", "1", "notes.tests_contract"],
+                           cwd=d, env=env, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0 and "kept instance" not in r.stdout + r.stderr, r.stdout + r.stderr
+    finally:
+        world.wait_daemon_gone()
