@@ -51,6 +51,8 @@ export declare class Client {
   ensureGolden(recipe: string): Promise<Record<string, unknown>>;
   acquire(recipe: string, opts?: AcquireOptions): Promise<Lease>;
   release(id: string): Promise<void>;
+  /** Ends the lease but keeps its instance running (until `dbfork down ID`). */
+  keep(id: string): Promise<Lease>;
   reset(id: string): Promise<Lease>;
   createDatabase(id: string): Promise<Database>;
   dropDatabase(id: string, name: string): Promise<void>;
@@ -69,7 +71,7 @@ export interface GlobalSetupOptions {
   recipe?: string;
   /** A store of your own (passed as `dbfork --store`); default dbfork's. */
   store?: string;
-  /** Clone backend: auto, btrfs, reflink, overlay, copy. */
+  /** Clone backend, as `dbfork up --backend` takes it (the server checks it); default $DBFORK_BACKEND, else auto. */
   backend?: string;
 }
 
@@ -78,6 +80,12 @@ export declare function globalSetup(opts?: GlobalSetupOptions): Promise<() => Pr
 
 /** This worker process's lease, acquired once; exports DATABASE_URL and the engine's variables. */
 export declare function setupWorker(opts?: { env?: NodeJS.ProcessEnv }): Promise<Lease>;
+
+/** Records that a test of this worker failed: with DBFORK_KEEP_FAILED the run keeps its lease. */
+export declare function markFailed(opts?: { env?: NodeJS.ProcessEnv }): void;
+
+/** DBFORK_KEEP_FAILED set to anything but the empty string. */
+export declare function keepFailed(env?: NodeJS.ProcessEnv): boolean;
 
 /** This worker's lease (acquired on first use). */
 export declare function lease(opts?: { env?: NodeJS.ProcessEnv }): Promise<Lease>;

@@ -3,4 +3,4 @@
 // files can load it without ESM support in its VM; this is its ESM face.
 import dbfork from './lib/index.cjs';
 
-export const { API_VERSION, Client, DbforkError, findBinary, findSocket, globalSetup, setupWorker, lease, freshDatabase, onFresh } = dbfork;
+export const { API_VERSION, Client, DbforkError, findBinary, findSocket, globalSetup, setupWorker, lease, freshDatabase, onFresh, markFailed, keepFailed } = dbfork;

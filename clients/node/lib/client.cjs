@@ -154,6 +154,9 @@ class Client {
 
   release(id) { return this.call('DELETE', `/v1/leases/${encodeURIComponent(id)}`); }
 
+  // Ends the lease but keeps its instance running (until `dbfork down ID`).
+  keep(id) { return this.call('POST', `/v1/leases/${encodeURIComponent(id)}/keep`, {}); }
+
   // Back to the golden's data in place: same DSN, open connections broken.
   reset(id) { return this.call('POST', `/v1/leases/${encodeURIComponent(id)}/reset`, {}); }
 

@@ -40,22 +40,36 @@ async function globalSetup(opts = {}) {
   keepAlive.unref();
   return async function globalTeardown() {
     clearInterval(keepAlive);
-    await releaseAll(socket, runDir);
+    await releaseAll(socket, runDir, env);
     for (const [k, v] of Object.entries(saved)) {
       if (v === undefined) delete env[k]; else env[k] = v;
     }
   };
 }
 
+// keepFailed: DBFORK_KEEP_FAILED set to anything but the empty string
+// (docs/api.md, "The client contract").
+function keepFailed(env = process.env) {
+  const k = env.DBFORK_KEEP_FAILED;
+  return k !== undefined && k !== '';
+}
+
 // releaseAll ends the leases the run's workers recorded (those whose
-// worker already exited are gone already: not found is fine).
-async function releaseAll(socket, runDir) {
+// worker already exited are gone already: not found is fine); a lease a
+// failed test used (markFailed) is kept with DBFORK_KEEP_FAILED.
+async function releaseAll(socket, runDir, env = process.env) {
   const c = new Client(socket);
   let names = [];
   try { names = fs.readdirSync(runDir); } catch (_) { return; }
   await Promise.all(names.filter((n) => n.startsWith('lease-')).map(async (n) => {
     try {
       const st = JSON.parse(fs.readFileSync(path.join(runDir, n), 'utf8'));
+      if (st.failed && keepFailed(env)) {
+        await c.keep(st.lease.id);
+        process.stderr.write(`dbfork: kept instance ${st.lease.id} of a failed test: ${st.lease.dsn} ` +
+          `(dbfork down ${st.lease.id} when done)\n`);
+        return;
+      }
       await c.release(st.lease.id);
     } catch (_) { /* reclaimed already, or the daemon went away: nothing to leak */ }
   }));
@@ -108,6 +122,17 @@ async function setupWorker({ env = process.env } = {}) {
   if (st.database) exportEnv(st.database.env, env);
   env.DBFORK_LEASE_ID = st.lease.id;
   return st.lease;
+}
+
+// markFailed records that a test of this worker failed: with
+// DBFORK_KEEP_FAILED the run's teardown keeps the worker's lease instead
+// of releasing it. The Vitest setup file calls it for every failed test;
+// under Jest call it yourself (e.g. from a custom environment).
+function markFailed({ env = process.env } = {}) {
+  const st = loadState(env);
+  if (!st || st.failed) return;
+  st.failed = true;
+  saveState(st, env);
 }
 
 // lease is this worker's lease (acquired on first use).
@@ -169,4 +194,4 @@ async function freshDatabase({ env = process.env } = {}) {
   return fresh;
 }
 
-module.exports = { globalSetup, releaseAll, setupWorker, lease, freshDatabase, onFresh };
+module.exports = { globalSetup, releaseAll, setupWorker, lease, freshDatabase, onFresh, markFailed, keepFailed };

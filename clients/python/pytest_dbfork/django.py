@@ -17,6 +17,7 @@ DATABASE_URL. Settings: DBFORK_RECIPE (default $DBFORK_RECIPE or
 """
 
 import os
+import sys
 from urllib.parse import unquote, urlsplit
 
 from .client import Client, DbforkError, find_socket
@@ -83,9 +84,16 @@ class Leased:
         self.lease = lease
         self.saved = saved  # alias -> the settings it had
 
-    def end(self):
+    def end(self, failed=False):
+        """Releases the lease; with DBFORK_KEEP_FAILED and failed, keeps it
+        (docs/api.md, "The client contract")."""
         restore_aliases(self.saved)
         try:
+            if failed and os.environ.get("DBFORK_KEEP_FAILED", "") != "":
+                self.client.keep(self.lease.id)
+                print("dbfork: kept instance %s of a failed run: %s (dbfork down %s when done)"
+                      % (self.lease.id, self.lease.dsn, self.lease.id), file=sys.stderr)
+                return
             self.client.release(self.lease.id)
         except (DbforkError, OSError):
             pass  # reclaimed already, or the daemon went away: nothing to leak
@@ -233,10 +241,16 @@ def _runner_classes():
             mine = [a for a in ours if a in aliases]
             return old, (lease_for_process(mine) if mine else None)
 
+        def run_suite(self, suite, **kwargs):
+            result = super().run_suite(suite, **kwargs)
+            self._dbfork_failed = not result.wasSuccessful()
+            return result
+
         def teardown_databases(self, old_config, **kwargs):
             old, leased = old_config
             if leased is not None:
-                leased.end()
+                # The main process's lease (serial runs); a worker's ends with it.
+                leased.end(failed=getattr(self, "_dbfork_failed", False))
             self._dbfork_stop()
             super().teardown_databases(old, **kwargs)
 

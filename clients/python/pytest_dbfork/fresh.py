@@ -58,7 +58,7 @@ def _dbfork_fresh_lease(request):
     st = _state(request.config)
     st.lease = d.acquire()
     yield st.lease
-    d.release(st.lease)
+    d.release(st.lease, failed=request.session.testsfailed > 0)
     st.lease = None
 
 

@@ -27,7 +27,7 @@ def pytest_addoption(parser):
     group.addoption("--dbfork-store", dest="dbfork_store", default=None,
                     help="dbfork store whose `dbfork serve` to use (ini: dbfork_store; default $DBFORK_STORE or dbfork's default)")
     group.addoption("--dbfork-backend", dest="dbfork_backend", default=None,
-                    help="clone backend (auto, btrfs, reflink, overlay, copy)")
+                    help="clone backend, as `dbfork up --backend` takes it (ini: dbfork_backend; default $DBFORK_BACKEND, else the server's auto)")
     parser.addini("dbfork_recipe", "dbfork.toml to clone databases from (relative to the ini file)")
     parser.addini("dbfork_store", "dbfork store whose `dbfork serve` to use")
     parser.addini("dbfork_backend", "clone backend")
@@ -57,7 +57,7 @@ class _Dbfork:
         self.error = None   # the session's one failure (no binary, failed build)
         store, sbase = _setting(config, "dbfork_store")
         self.store = os.path.join(sbase, store) if store else None
-        backend, _ = _setting(config, "dbfork_backend")
+        backend, _ = _setting(config, "dbfork_backend", "DBFORK_BACKEND")
         self.backend = backend or None
         self.client = None  # found on first use: DBFORK_SOCKET or `dbfork daemon start`
         workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
@@ -79,11 +79,36 @@ class _Dbfork:
         except DbforkError as e:
             pytest.fail("dbfork: %s" % e, pytrace=False)
 
-    def release(self, lease):
+    def release(self, lease, failed=False):
+        """Ends the lease; a failed test's is kept instead with
+        DBFORK_KEEP_FAILED (docs/api.md, "The client contract")."""
         try:
+            if failed and keep_failed():
+                kept = self.client.keep(lease.id)
+                self.config.get_terminal_writer().line(
+                    "dbfork: kept instance %s of a failed test: %s (dbfork down %s when done)" % (kept.id, lease.dsn, kept.id))
+                return
             self.client.release(lease.id)
         except (DbforkError, OSError):
             pass  # already reclaimed, or the daemon went away: nothing to leak
+
+
+def keep_failed():
+    """DBFORK_KEEP_FAILED set to anything but the empty string (as dbforktest)."""
+    return os.environ.get("DBFORK_KEEP_FAILED", "") != ""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Remembers whether the test failed, for keep-failed at teardown."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        item._dbfork_failed = True
+
+
+def _failed(request):
+    return getattr(request.node, "_dbfork_failed", False)
 
 
 def pytest_configure(config):
@@ -210,7 +235,7 @@ def dbfork_session(request):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
-    d.release(lease)
+    d.release(lease, failed=request.session.testsfailed > 0)
 
 
 @pytest.fixture
@@ -222,7 +247,7 @@ def dbfork_db(request, monkeypatch):
     for k, v in lease.env.items():
         monkeypatch.setenv(k, v)
     yield lease
-    d.release(lease)
+    d.release(lease, failed=_failed(request))
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ sub dbi_dsn {
 
 sub import {
     return if $ENV{PERL_TEST_DBFORK_DSN} || $LEASE;    # a child: use the parent's database
-    my $recipe = $ENV{DBFORK_RECIPE}
+    my $recipe = $ENV{DBFORK_RECIPE} || ( -f 'dbfork.toml' ? 'dbfork.toml' : undef )
       or die "Test::Dbfork: set DBFORK_RECIPE to your dbfork.toml (prove -PDbfork=dbfork.toml does)\n";
     my $client = Test::Dbfork::Client->new( socket => Test::Dbfork::Client->find_socket( store => $ENV{DBFORK_STORE} ) );
     my %o;
@@ -55,10 +55,24 @@ sub fresh {
     return Test::Dbfork::Fresh->new;
 }
 
+# keep_failed: DBFORK_KEEP_FAILED set to anything but the empty string
+# (docs/api.md, "The client contract").
+sub keep_failed { my $k = $ENV{DBFORK_KEEP_FAILED}; return defined $k && $k ne '' }
+
+# A failed test file's lease is kept with DBFORK_KEEP_FAILED (`dbfork
+# down ID` later), else released.
 END {
     if ( $LEASE && defined $OWNER_PID && $OWNER_PID == $$ ) {
         local $@;
-        eval { Test::Dbfork::Client->new( socket => $ENV{DBFORK_SOCKET} || Test::Dbfork::Client->find_socket( store => $ENV{DBFORK_STORE} ) )->release( $LEASE->{id} ) };
+        my $failed = ( $? != 0 ) || ( $INC{'Test/Builder.pm'} && !Test::Builder->new->is_passing );
+        eval {
+            my $c = Test::Dbfork::Client->new( socket => $ENV{DBFORK_SOCKET} || Test::Dbfork::Client->find_socket( store => $ENV{DBFORK_STORE} ) );
+            if ( $failed && keep_failed() ) {
+                $c->keep( $LEASE->{id} );
+                print STDERR "# dbfork: kept instance $LEASE->{id} of a failed test: $LEASE->{dsn} (dbfork down $LEASE->{id} when done)\n";
+            }
+            else { $c->release( $LEASE->{id} ) }
+        };
     }
 }
 

@@ -104,6 +104,7 @@ sub acquire {
 }
 
 sub release { $_[0]->call( DELETE => "/v1/leases/$_[1]" ) }
+sub keep    { $_[0]->call( POST   => "/v1/leases/$_[1]/keep", {} ) }
 sub leases  { $_[0]->call( GET    => '/v1/leases' )->{leases} }
 
 # reset(ID) -> the lease, back to the golden state in place (same DSN;

@@ -4,7 +4,9 @@ package App::Prove::Plugin::Dbfork;
 # Every test process gets its own fresh, pre-seeded database from the
 # store's `dbfork serve` (started on demand: `dbfork daemon start`), in PERL_TEST_DBFORK_DSN (+ _USER, _PASSWORD) and
 # DATABASE_URL, like App::Prove::Plugin::MySQLPool did. Each lease ends
-# with its test process. Options after the recipe: store=DIR, backend=B.
+# with its test process. Options after the recipe: store=DIR, backend=B
+# (they beat DBFORK_STORE and DBFORK_BACKEND). With no recipe given:
+# $DBFORK_RECIPE, else ./dbfork.toml.
 #   prove -PDbfork=dbfork.toml,store=/var/lib/dbfork t/
 use strict;
 use warnings;
@@ -18,7 +20,9 @@ our $VERSION = '0.1.0';
 sub load {
     my ( $class, $p ) = @_;
     my @args   = @{ $p->{args} || [] };
-    my $recipe = shift(@args) || 'dbfork.toml';
+    # The recipe: the plugin's argument, else $DBFORK_RECIPE, else
+    # ./dbfork.toml (docs/api.md, "The client contract").
+    my $recipe = shift(@args) || $ENV{DBFORK_RECIPE} || 'dbfork.toml';
     for my $a (@args) {
         my ( $k, $v ) = split /=/, $a, 2;
         if    ( $k eq 'store' )   { $ENV{DBFORK_STORE}   = Cwd::abs_path($v) }

@@ -65,6 +65,11 @@ public final class Client {
     return b.append('}').toString();
   }
 
+  /** Ends the lease but keeps its instance running (until {@code dbfork down ID}). */
+  public Lease keep(String id) {
+    return new Lease(Json.object(call("POST", "/v1/leases/" + id + "/keep", "{}")));
+  }
+
   public void release(String id) {
     call("DELETE", "/v1/leases/" + id, null);
   }

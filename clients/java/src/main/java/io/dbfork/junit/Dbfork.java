@@ -24,7 +24,10 @@ public @interface Dbfork {
   /** A store of your own (passed as {@code dbfork --store}); default dbfork's ($DBFORK_STORE). */
   String store() default "";
 
-  /** Clone backend (auto, btrfs, reflink, overlay, copy); default auto. */
+  /**
+   * Clone backend, as {@code dbfork up --backend} takes it (the server checks the name); default: system property
+   * dbfork.backend, $DBFORK_BACKEND, else the server's auto.
+   */
   String backend() default "";
 
   /**

@@ -47,7 +47,18 @@ public final class DbforkDatabase {
     return env;
   }
 
-  /** "class" (one lease for the class), "database" (cloned inside the server) or "reset". */
+  /** The mode of the lease's own database (one lease for the class); it was "class" before. */
+  public static final String LEASE = "lease";
+
+  /** Whether this is the lease's own database (mode "lease"; "class" is accepted, its former name). */
+  public boolean isLease() {
+    return LEASE.equals(mode) || "class".equals(mode);
+  }
+
+  /**
+   * {@link #LEASE} (the lease's own database: one lease for the class), or how freshPerTest made the data fresh:
+   * "slot", "database" (cloned inside the server) or "reset" (docs/api.md, "The client contract").
+   */
   public String mode() {
     return mode;
   }

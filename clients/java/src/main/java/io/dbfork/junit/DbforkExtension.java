@@ -4,6 +4,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.extension.AfterEachCallback;
@@ -33,11 +36,19 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
     final boolean perTest;
     final ConcurrentLinkedQueue<Slot> idle = new ConcurrentLinkedQueue<>();
     final List<Lease> all = new ArrayList<>();
+    final Set<String> failed = ConcurrentHashMap.newKeySet(); // ids of leases a failed test used
+    final boolean keepFailed;
     DbforkDatabase classDb;
 
     ClassState(Dbfork cfg) {
-      this.recipe = recipe(cfg);
-      this.backend = cfg.backend();
+      this(cfg, System.getenv());
+    }
+
+    /** env stands for the process environment (the contract test passes its cases' variables). */
+    ClassState(Dbfork cfg, Map<String, String> env) {
+      this.recipe = recipe(cfg, env);
+      this.backend = backend(cfg, env);
+      this.keepFailed = keepFailed(env);
       this.perTest = cfg.freshPerTest();
       this.client = Daemon.client(cfg.store());
       Daemon.ensureGolden(client, recipe);
@@ -60,6 +71,12 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
       }
       for (Lease l : ls) {
         try {
+          if (keepFailed && failed.contains(l.id())) {
+            client.keep(l.id());
+            System.err.println("dbfork: kept instance " + l.id() + " of a failed test: " + l.dsn()
+                + " (dbfork down " + l.id() + " when done)");
+            continue;
+          }
           client.release(l.id());
         } catch (DbforkException e) {
           // reclaimed already, or the daemon went away: nothing to leak
@@ -82,12 +99,17 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
   }
 
   static Path recipe(Dbfork cfg) {
+    return recipe(cfg, System.getenv());
+  }
+
+  /** The annotation's recipe, else -Ddbfork.recipe, else $DBFORK_RECIPE, else ./dbfork.toml. */
+  static Path recipe(Dbfork cfg, Map<String, String> env) {
     String r = cfg.recipe();
     if (r.isEmpty()) {
       r = System.getProperty("dbfork.recipe", "");
     }
     if (r.isEmpty()) {
-      r = System.getenv().getOrDefault("DBFORK_RECIPE", "");
+      r = env.getOrDefault("DBFORK_RECIPE", "");
     }
     Path p = Path.of(r.isEmpty() ? "dbfork.toml" : r).toAbsolutePath().normalize();
     if (!Files.isRegularFile(p)) {
@@ -95,6 +117,28 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
           + "-Ddbfork.recipe or DBFORK_RECIPE", "not_found", 404);
     }
     return p;
+  }
+
+  /** The annotation's backend, else -Ddbfork.backend, else $DBFORK_BACKEND, else none (the server's auto). */
+  static String backend(Dbfork cfg, Map<String, String> env) {
+    String b = cfg.backend();
+    if (b.isEmpty()) {
+      b = System.getProperty("dbfork.backend", "");
+    }
+    if (b.isEmpty()) {
+      b = env.getOrDefault("DBFORK_BACKEND", "");
+    }
+    return b;
+  }
+
+  /** DBFORK_KEEP_FAILED set to anything but the empty string (docs/api.md, "The client contract"). */
+  static boolean keepFailed(Map<String, String> env) {
+    return !env.getOrDefault("DBFORK_KEEP_FAILED", "").isEmpty();
+  }
+
+  /** The mode a fresh call is reported as: the server's, with an untouched lease ("none") as "reset". */
+  static String mode(Lease.Database f) {
+    return "none".equals(f.mode()) ? "reset" : f.mode();
   }
 
   private static Dbfork config(ExtensionContext ctx) {
@@ -113,7 +157,7 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
         ClassState.class);
     if (!st.perTest && st.classDb == null) {
       Lease l = st.acquire();
-      st.classDb = new DbforkDatabase(l, l.dsn(), l.env(), "class");
+      st.classDb = new DbforkDatabase(l, l.dsn(), l.env(), DbforkDatabase.LEASE);
     }
   }
 
@@ -130,7 +174,7 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
     // The daemon decides how (POST /v1/leases/{id}/fresh); an untouched lease ("none") has the
     // golden's data already, as after a reset.
     Lease.Database f = st.client.fresh(slot.lease.id());
-    String mode = "none".equals(f.mode()) ? "reset" : f.mode();
+    String mode = mode(f);
     Held held = new Held(slot, new DbforkDatabase(slot.lease, f.dsn(), f.env(), mode),
         "database".equals(mode) ? f.name() : null);
     ctx.getStore(NS).put(Held.class, held);
@@ -140,7 +184,20 @@ public class DbforkExtension implements BeforeAllCallback, BeforeEachCallback, A
   public void afterEach(ExtensionContext ctx) {
     ClassState st = state(ctx);
     Held held = ctx.getStore(NS).remove(Held.class, Held.class);
-    if (st == null || held == null) {
+    if (st == null) {
+      return;
+    }
+    boolean failedTest = ctx.getExecutionException().isPresent();
+    if (failedTest && held == null && st.classDb != null) {
+      st.failed.add(st.classDb.lease().id());
+    }
+    if (held == null) {
+      return;
+    }
+    if (failedTest && st.keepFailed) {
+      // Kept as the failure left it: its database not dropped, the lease not handed to the next test
+      // (whose fresh call would wipe it).
+      st.failed.add(held.slot().lease.id());
       return;
     }
     if (held.database() != null) {

@@ -12,7 +12,8 @@ class IsolationTest {
   abstract static class Base {
     @Test
     void onlyThisClassesRows(DataSource ds, DbforkDatabase db) throws Exception {
-      assertEquals("class", db.mode());
+      assertEquals(DbforkDatabase.LEASE, db.mode());
+      assertTrue(db.isLease());
       Rows.isolated(ds, db, getClass().getSimpleName());
     }
 
