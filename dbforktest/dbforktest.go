@@ -47,13 +47,40 @@ type Instance struct {
 	// userns-overlay, copy).
 	Backend string
 	// Mode is how Fresh made the data fresh: ModeDatabase, ModeReset or
-	// ModeInstance (New and Open: always ModeInstance).
+	// ModeLease (New and Open: always ModeLease).
 	Mode     string
 	Database string // ModeDatabase, ModeSlot: the fresh database's name
 }
 
 // KeepEnv names the variable that keeps failed tests' instances.
 const KeepEnv = "DBFORK_KEEP_FAILED"
+
+// RecipeEnv names the recipe New, Open and Fresh use when they are given
+// "" (else ./dbfork.toml); BackendEnv the clone backend (default auto).
+// The same variables every dbfork client honours (docs/api.md).
+const (
+	RecipeEnv  = "DBFORK_RECIPE"
+	BackendEnv = "DBFORK_BACKEND"
+)
+
+// recipeOr is the recipe path to use for p: p, else $DBFORK_RECIPE, else
+// ./dbfork.toml.
+func recipeOr(p string) string {
+	if p != "" {
+		return p
+	}
+	if e := os.Getenv(RecipeEnv); e != "" {
+		return e
+	}
+	return "dbfork.toml"
+}
+
+func orAuto(b string) string {
+	if b == "" {
+		return "auto"
+	}
+	return b
+}
 
 // New returns the DSN of a fresh clone of the recipe's golden, removed
 // when t ends.
@@ -65,7 +92,7 @@ func New(t testing.TB, recipePath string) string {
 // Open is New with the instance's id and environment.
 func Open(t testing.TB, recipePath string) *Instance {
 	t.Helper()
-	abs, err := filepath.Abs(recipePath)
+	abs, err := filepath.Abs(recipeOr(recipePath))
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
@@ -137,7 +164,7 @@ func keep(t testing.TB) bool { return t.Failed() && os.Getenv(KeepEnv) != "" }
 
 func fromDaemon(ctx context.Context, t testing.TB, c *api.Client, recipePath string) *Instance {
 	t.Helper()
-	l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipePath, PID: os.Getpid(), Env: api.Environ()})
+	l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipePath, PID: os.Getpid(), Env: api.Environ(), Backend: os.Getenv(BackendEnv)})
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
@@ -154,7 +181,7 @@ func fromDaemon(ctx context.Context, t testing.TB, c *api.Client, recipePath str
 			t.Errorf("dbforktest: release %s: %v", l.ID, err)
 		}
 	})
-	return &Instance{ID: l.ID, DSN: l.DSN, Env: l.Env, Backend: l.Backend, Mode: ModeInstance}
+	return &Instance{ID: l.ID, DSN: l.DSN, Env: l.Env, Backend: l.Backend, Mode: ModeLease}
 }
 
 func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string) *Instance {
@@ -169,7 +196,7 @@ func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string)
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
-	in, err := p.Clone(ctx, b, instance.Options{Backend: "auto"})
+	in, err := p.Clone(ctx, b, instance.Options{Backend: orAuto(os.Getenv(BackendEnv))})
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
@@ -188,7 +215,7 @@ func local(ctx context.Context, t testing.TB, s *store.Store, recipePath string)
 			t.Errorf("dbforktest: remove instance %s: %v", st.ID, err)
 		}
 	})
-	return &Instance{ID: st.ID, DSN: st.Conn.URL, Env: st.ClientEnv(), Backend: st.Backend, Mode: ModeInstance}
+	return &Instance{ID: st.ID, DSN: st.Conn.URL, Env: st.ClientEnv(), Backend: st.Backend, Mode: ModeLease}
 }
 
 // userStores is where `dbfork store init --user` puts users' stores

@@ -2,6 +2,7 @@ package dbforktest
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -21,9 +22,14 @@ const (
 	// ModeSlot: the next unused slot of a golden built with [fresh]
 	// slots, a database copied at build time (no work per test).
 	ModeSlot = api.ModeSlot
-	// ModeInstance: a whole instance of its own (New; or Fresh without a
-	// daemon).
-	ModeInstance = "instance"
+	// ModeLease: the lease's own database, a whole instance of its own
+	// (New and Open; Fresh without a daemon). The name every client
+	// reports for it (docs/api.md, the client contract).
+	ModeLease = "lease"
+	// ModeInstance is ModeLease's old name.
+	//
+	// Deprecated: use ModeLease.
+	ModeInstance = ModeLease
 )
 
 // shared are the leases Fresh reuses between tests, per recipe. A lease
@@ -47,10 +53,10 @@ type sharedLease struct {
 // t ends), or an instance reset in place before the test (ModeReset; the
 // DSN stays the same from test to test). Leases are shared between the
 // tests of a process, one per test running at a time. Without a daemon it
-// is Open (ModeInstance).
+// is Open (ModeLease).
 func Fresh(t testing.TB, recipePath string) *Instance {
 	t.Helper()
-	abs, err := filepath.Abs(recipePath)
+	abs, err := filepath.Abs(recipeOr(recipePath))
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
@@ -59,7 +65,7 @@ func Fresh(t testing.TB, recipePath string) *Instance {
 	c := sharedClient(ctx, t)
 	if c == nil {
 		in := Open(t, recipePath)
-		in.Mode = ModeInstance
+		in.Mode = ModeLease
 		return in
 	}
 	sl := takeShared(ctx, t, c, abs)
@@ -122,7 +128,7 @@ func takeShared(ctx context.Context, t testing.TB, c *api.Client, recipePath str
 		return sl
 	}
 	shared.mu.Unlock()
-	l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipePath, Env: api.Environ()})
+	l, err := c.Acquire(ctx, api.AcquireRequest{Recipe: recipePath, Env: api.Environ(), Backend: os.Getenv(BackendEnv)})
 	if err != nil {
 		t.Fatalf("dbforktest: %v", err)
 	}
