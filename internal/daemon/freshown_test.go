@@ -61,3 +61,30 @@ func TestFreshStalePoolFailsLoudly(t *testing.T) {
 	fresh(t, w, l.ID, api.ModeSlot)
 	refused(t, l.DSN)
 }
+
+// The fresh call closes the last test's database over a connection the
+// daemon keeps per server (no new backend per call). A test may end that
+// connection (terminating every other session is a common clean-up) and
+// may CREATE DATABASE from template1 (which a session on template1 would
+// block): both keep working, and the next fresh call still closes the
+// database the test before it used.
+func TestFreshAdminConnectionSurvivesTests(t *testing.T) {
+	testenv.RequireRoot(t)
+	w := newWorld(t, "[fresh]\nslots = 3\n[pool]\nmin = 0\nmax = 1\n")
+	l := w.acquire(api.AcquireRequest{Backend: "copy"})
+	first := fresh(t, w, l.ID, api.ModeSlot)
+	second := fresh(t, w, l.ID, api.ModeSlot) // the admin connection exists now: it closed the first slot
+	exec1(t, second.DSN, "create database made_by_a_test")
+	exec1(t, second.DSN, "select pg_terminate_backend(pid) from pg_stat_activity where pid <> pg_backend_pid() and backend_type = 'client backend'")
+	fresh(t, w, l.ID, api.ModeSlot)
+	for _, dsn := range []string{first.DSN, second.DSN} {
+		c, err := pgx.Connect(context.Background(), dsn)
+		if err == nil {
+			c.Close(context.Background())
+			t.Fatalf("a used slot %s still takes connections", dsn)
+		}
+		if !strings.Contains(err.Error(), "not currently accepting connections") {
+			t.Fatalf("connecting to a used slot: %v", err)
+		}
+	}
+}

@@ -102,18 +102,28 @@ func (p *Postgres) DropDatabases(ctx context.Context, srv *engine.Server, names 
 }
 
 // CloseDatabases implements engine.DatabaseCloner.
+//
+// It runs on the fresh call's path (the last test's database closes before
+// the next test gets its own), so over the server's admin connection
+// (adminconn.go) rather than a new one; drops and clones, in the
+// background, keep connections of their own and never wait for it.
 func (p *Postgres) CloseDatabases(ctx context.Context, srv *engine.Server, names []string) error {
-	return eachDatabase(ctx, srv, names, func(c *pgx.Conn, name string) error {
-		if _, err := c.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s ALLOW_CONNECTIONS false", ident(name))); err != nil {
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.Code == "3D000" { // invalid_catalog_name: dropped already
-				return nil
-			}
-			return err
-		}
-		_, err := c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name)
-		return err
+	return withAdmin(ctx, srv, func(c *pgx.Conn) error {
+		return eachOn(ctx, c, names, func(c *pgx.Conn, name string) error { return closeDatabase(ctx, c, name) })
 	})
+}
+
+// closeDatabase refuses new connections to name and ends the ones it has.
+func closeDatabase(ctx context.Context, c *pgx.Conn, name string) error {
+	if _, err := c.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s ALLOW_CONNECTIONS false", ident(name))); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "3D000" { // invalid_catalog_name: dropped already
+			return nil
+		}
+		return err
+	}
+	_, err := c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name)
+	return err
 }
 
 // eachDatabase runs do for every name over one connection from
@@ -124,11 +134,17 @@ func eachDatabase(ctx context.Context, srv *engine.Server, names []string, do fu
 		return err
 	}
 	defer c.Close(context.Background())
+	return eachOn(ctx, c, names, do)
+}
+
+// eachOn runs do for every name over c; a name that fails does not stop
+// the others, a connection that dies does.
+func eachOn(ctx context.Context, c *pgx.Conn, names []string, do func(*pgx.Conn, string) error) error {
 	var errsOut []error
 	for _, name := range names {
 		if err := do(c, name); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if ctx.Err() != nil || c.IsClosed() {
+				return err
 			}
 			errsOut = append(errsOut, fmt.Errorf("database %s: %w", name, err))
 		}

@@ -159,6 +159,7 @@ func connect(ctx context.Context, srv *engine.Server, db string) (*pgx.Conn, err
 // back sessions, checkpoint), which golden builds need; clean=false is an
 // immediate shutdown (SIGQUIT) for clones about to be thrown away.
 func (p *Postgres) Stop(ctx context.Context, srv *engine.Server, clean bool) error {
+	dropAdmin(srv)
 	return engine.StopRecorded(ctx, srv, clean)
 }
 
