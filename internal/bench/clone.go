@@ -188,7 +188,7 @@ func methodResults(methods []string, kit engine.BenchKit, engineName string) (ma
 	for _, m := range methods {
 		mr := &MethodResult{Method: m}
 		switch {
-		case m == "copy":
+		case fullCopy(m):
 			mr.Baseline, mr.Note = true, "plain copy of the data dir, then a server on it"
 		case strings.HasPrefix(m, "template:"):
 			mr.Baseline, mr.Note = true, "CREATE DATABASE … TEMPLATE on a running server (STRATEGY "+strings.ToUpper(strings.TrimPrefix(m, "template:"))+")"
@@ -371,7 +371,7 @@ func checkSpace(ctx context.Context, p *project.Project, eng engine.Engine, r *r
 	}
 	full := len(methods) == 0 // the default methods include the copy baseline
 	for _, m := range methods {
-		full = full || m == "copy" || strings.HasPrefix(m, "template:")
+		full = full || fullCopy(m) || strings.HasPrefix(m, "template:")
 	}
 	if full {
 		need += est
@@ -385,3 +385,10 @@ func checkSpace(ctx context.Context, p *project.Project, eng engine.Engine, r *r
 }
 
 func humanGiB(n uint64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
+
+// fullCopy says whether method m is a backend that copies the whole data
+// dir (the plain-copy baseline a user would otherwise use).
+func fullCopy(m string) bool {
+	b, err := backend.Get(m)
+	return err == nil && b.Caps().FullCopy
+}
