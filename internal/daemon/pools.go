@@ -39,8 +39,13 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 	if err := d.checkCapacity(nil, eng.Name(), backendName, g.Manifest.TotalBytes, cfg.Max); err != nil {
 		return nil, err
 	}
-	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings, prewarm: r.Pool.Prewarm, hot: r.Pool.Hot,
-		lastUsed: time.Now()}
+	// A golden with slots is not read ahead: each of its 1+N copies of
+	// the database serves one test per instance, so reading them all
+	// (Linux caches reflinked files apart) costs N+1 times the golden
+	// for pages one test may read once; on a 1 GB golden with 32 slots
+	// that was 33 GB per instance, made while the tests ran.
+	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings,
+		prewarm: r.Pool.Prewarm && len(g.Manifest.Slots) == 0, hot: r.Pool.Hot, lastUsed: time.Now()}
 	p, err := pool.New(cfg, d.factory(e))
 	if err != nil {
 		return nil, errs.Invalid("%w", err)

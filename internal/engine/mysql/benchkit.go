@@ -37,6 +37,7 @@ func BenchKit(f Flavor) engine.BenchKit {
 func benchDataset(f Flavor, size int64) (string, string, int64) {
 	per := size / (benchTables * benchRowBytes)
 	var b strings.Builder
+	b.WriteString("CREATE TABLE dbfork_bench (tag varchar(64) NOT NULL) ENGINE=InnoDB;\n")
 	for t := 1; t <= benchTables; t++ {
 		fmt.Fprintf(&b, "CREATE TABLE sbtest%d (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, k int NOT NULL DEFAULT 0, c char(120) NOT NULL DEFAULT '', pad char(60) NOT NULL DEFAULT '', KEY k_%d (k)) ENGINE=InnoDB;\n", t, t)
 		if f == MariaDB {

@@ -46,6 +46,7 @@ func benchDataset(size int64) (string, string, int64) {
 CREATE TABLE pgbench_tellers (tid int NOT NULL, bid int, tbalance int, filler char(84)) WITH (fillfactor=100);
 CREATE TABLE pgbench_accounts (aid bigint NOT NULL, bid int, abalance int, filler char(84)) WITH (fillfactor=100);
 CREATE TABLE pgbench_history (tid int, bid int, aid bigint, delta int, mtime timestamp, filler char(22));
+CREATE TABLE dbfork_bench (tag varchar(64) NOT NULL);
 INSERT INTO pgbench_branches SELECT g, 0, '' FROM generate_series(1, %d) g;
 INSERT INTO pgbench_tellers SELECT g, (g - 1) / 10 + 1, 0, '' FROM generate_series(1, %d) g;
 INSERT INTO pgbench_accounts SELECT g, (g - 1) / 100000 + 1, 0, '' FROM generate_series(1, %d) g;
