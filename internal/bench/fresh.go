@@ -49,6 +49,12 @@ func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode stri
 		}
 		leases[i] = l
 	}
+	// The clock starts once the pool has made up for the leases taken:
+	// the figures are those of a session under way, not of its first
+	// second, when the pool makes its reserve again beside the tests.
+	if err := settled(ctx, c, leases[0].Pool); err != nil {
+		return nil, err
+	}
 	run := &freshRun{c: c, mode: mode, think: think, steps: map[string][]float64{}, isolated: true, modes: map[string]int{}}
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -184,4 +190,27 @@ func (r *FreshResult) StepNames() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// settled waits until pool id has its reserve ready and nothing warming
+// or being removed.
+func settled(ctx context.Context, c *api.Client, id string) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		ps, err := c.Pools(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if p.ID == id && p.Ready >= p.Min && p.Warming == 0 && p.Discarding == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("pool %s did not settle within 5 minutes", id)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/engine"
 )
 
 // A lease whose slots run low takes a second instance from its pool in
@@ -41,6 +42,18 @@ func (d *Daemon) refreshAhead(l *lease, left int) {
 		ctx, cancel := context.WithTimeout(l.life, 200*time.Millisecond)
 		in, err := l.entry.pool.Acquire(ctx)
 		cancel()
+		// Its own database is closed now, while no test waits: the call
+		// that moves the lease there hands out a slot at once (the close
+		// would otherwise make that call connect to the new server, the
+		// slowest call of the 32). Nobody else gets this instance as it
+		// is: released, it is restored or destroyed.
+		closed := false
+		if err == nil && l.life.Err() == nil {
+			if dc, ok := l.entry.eng.(engine.DatabaseCloner); ok {
+				srv := in.State.Server
+				closed = dc.CloseDatabases(l.life, srv, []string{srv.Database}) == nil
+			}
+		}
 		l.op.Lock()
 		defer l.op.Unlock()
 		st.fetching = false
@@ -51,7 +64,7 @@ func (d *Daemon) refreshAhead(l *lease, left int) {
 			_ = l.entry.pool.Release(in.State.ID) // the lease ended meanwhile
 			return
 		}
-		st.next = in
+		st.next, st.nextClosed = in, closed
 		d.o.Log.Info("replacement ready for a lease low on slots", "id", l.ID, "instance", in.State.ID)
 	}()
 }
@@ -66,7 +79,7 @@ func (d *Daemon) swapNext(l *lease) {
 	old := l.in
 	l.in, st.next = st.next, nil
 	st.used, st.slot, st.walAt = 0, "", ""
-	st.ownClosed = false // the new instance's own database is open
+	st.ownClosed, st.nextClosed = st.nextClosed, false // closed when it was taken, or open
 	if at, ok := d.walAt.LoadAndDelete(l.in.State.ID); ok {
 		st.walAt = at.(string)
 	}

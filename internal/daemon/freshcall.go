@@ -27,6 +27,8 @@ type freshState struct {
 	// slots ran low (freshahead.go); fetching: that is under way.
 	next     *instance.Instance
 	fetching bool
+	// nextClosed: next's own database was closed when it was taken.
+	nextClosed bool
 	// walAt is the server's WAL position when the lease's database was
 	// last known to be the golden's (warm, or just reset); "" unknown.
 	// The same position now means no test wrote: nothing to do.

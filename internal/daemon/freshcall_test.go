@@ -183,6 +183,11 @@ func TestFreshSlotsRefreshAhead(t *testing.T) {
 	if err != nil || len(ls) != 1 || ls[0].ID != l.ID || ls[0].DSN == l.DSN {
 		t.Fatalf("lease after the move: %+v %v", ls, err)
 	}
+	// The replacement's own database was closed when it was taken (a
+	// pool built from the lease's new DSN must fail, as on the first
+	// instance), and the slot handed out works.
+	refused(t, ls[0].DSN)
+	exec1(t, db.DSN, "insert into notes(who) values ('test')")
 	w.waitPool("the old instance gone", func(p api.PoolInfo) bool { return p.Leased == 1 })
 	if err := w.c.Release(context.Background(), l.ID); err != nil {
 		t.Fatal(err)

@@ -184,7 +184,14 @@ func (d *Daemon) prepareFresh(ctx context.Context, e *entry, in *instance.Instan
 		// Its tests get slots, and a lease whose slots run low moves to
 		// a replacement instance (freshahead.go): spares cloned ahead
 		// would cost each instance 5 clones of the database (~40 ms of
-		// the server's CPU each) that its tests never take.
+		// the server's CPU each) that its tests never take. The admin
+		// connection the fresh call closes databases over is made now,
+		// not by the lease's first call.
+		if dc, ok := e.eng.(engine.DatabaseCloner); ok {
+			if err := dc.CloseDatabases(ctx, in.State.Server, nil); err != nil && ctx.Err() == nil {
+				d.o.Log.Debug("admin connection not made ahead", "id", in.State.ID, "err", err)
+			}
+		}
 		return
 	}
 	dc, ok := d.clonesDatabases(ctx, e, in.State)

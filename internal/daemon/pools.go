@@ -143,7 +143,7 @@ func (d *Daemon) factory(e *entry) pool.Factory[*instance.Instance] {
 // says prewarm = false, reads it once (copying hot tables up) while it
 // waits in the pool.
 func (d *Daemon) createPooled(ctx context.Context, e *entry) (*instance.Instance, error) {
-	in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe})
+	in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe, Ahead: true})
 	if err != nil {
 		return in, err
 	}
@@ -199,7 +199,7 @@ func (d *Daemon) recyclePooled(ctx context.Context, e *entry, in *instance.Insta
 	delete(d.spares, in.State.ID) // its fresh databases go with the restore
 	d.walAt.Delete(in.State.ID)
 	d.mu.Unlock()
-	nin, err := in.Recycle(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe})
+	nin, err := in.Recycle(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe, Ahead: true})
 	if errors.Is(err, errs.ErrUnsupported) {
 		// Not ctx: a pool that closes meanwhile still needs it gone.
 		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -16,6 +16,7 @@ import (
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/lockfile"
+	"github.com/dbfork/dbfork/internal/proc"
 	"github.com/dbfork/dbfork/internal/store"
 	"github.com/dbfork/dbfork/internal/textutil"
 )
@@ -32,6 +33,9 @@ type Options struct {
 	// TryPorts are ports the server tries first (engine.StartSpec.TryPorts;
 	// tests hold one to prove a taken port is retried).
 	TryPorts []int
+	// Ahead: the instance is made ahead of need (a pool), beside tests
+	// that run: its clone and restore run at a lower CPU priority.
+	Ahead bool
 
 	from *restored // Recycle: a restored clone to move in instead of cloning
 }
@@ -110,13 +114,13 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 		if err := os.Rename(o.from.dataDir, st.DataDir); err != nil {
 			return nil, fmt.Errorf("move restored clone into instance %s: %w", id, err)
 		}
-	} else if err := b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch); err != nil {
+	} else if err := aheadOf(o, func() error { return b.Prepare(ctx, g.DataDir(), st.DataDir, st.Scratch) }); err != nil {
 		return nil, fmt.Errorf("clone golden %s with %s: %w", g.Key[:12], b.Name(), err)
 	}
 	if err := handOver(st.DataDir, u.UID); err != nil {
 		return nil, err
 	}
-	in.keepMarks(b, o.from)
+	_ = aheadOf(o, func() error { in.keepMarks(b, o.from); return nil })
 	st.CloneMs = ms(time.Since(t0))
 	faults.At("up:cloned")
 	sock, err := socketDir(u, dir)
@@ -152,6 +156,15 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	}
 	faults.At("up:started")
 	return in, nil
+}
+
+// aheadOf runs fn, a walk of the whole clone, at background priority
+// when the instance is made ahead of need (Options.Ahead).
+func aheadOf(o Options, fn func() error) error {
+	if !o.Ahead {
+		return fn()
+	}
+	return proc.Niced(proc.Background, fn)
 }
 
 // newState is the first record of a new instance: creating, no server.

@@ -182,7 +182,7 @@ func (in *Instance) Recycle(ctx context.Context, s *store.Store, eng engine.Engi
 	if err := rs.stopServer(ctx); err != nil {
 		return nil, destroy(err)
 	}
-	if err := rs.restoreStopped(ctx, in, rb, m); err != nil {
+	if err := aheadOf(o, func() error { return rs.restoreStopped(ctx, in, rb, m) }); err != nil {
 		return nil, destroy(fmt.Errorf("recycle instance %s: %w", st.ID, err))
 	}
 	o.Backend, o.from = b.Name(), &restored{dataDir: st.DataDir, marks: m}

@@ -3,9 +3,11 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/proc"
@@ -54,6 +56,7 @@ func withAdmin(ctx context.Context, srv *engine.Server, do func(*pgx.Conn) error
 				return err
 			}
 			a.c = c
+			hurry(ctx, c)
 		}
 		err := do(a.c)
 		if err == nil || !a.c.IsClosed() || try > 0 || ctx.Err() != nil {
@@ -73,17 +76,19 @@ func adminFor(srv *engine.Server) *adminConn {
 	if admins.m == nil {
 		admins.m = map[string]*adminConn{}
 	}
+	if a := admins.m[key]; a != nil {
+		return a
+	}
+	// A new server: entries of servers that ended without Stop (which
+	// drops its own) go now, once per server rather than per call.
 	for k, a := range admins.m {
-		if k != key && !a.server.Alive() {
+		if !a.server.Alive() {
 			delete(admins.m, k)
 			go a.close()
 		}
 	}
-	a := admins.m[key]
-	if a == nil {
-		a = &adminConn{server: srv.Process}
-		admins.m[key] = a
-	}
+	a := &adminConn{server: srv.Process}
+	admins.m[key] = a
 	return a
 }
 
@@ -105,5 +110,23 @@ func dropAdmin(srv *engine.Server) {
 	admins.mu.Unlock()
 	if a != nil {
 		a.close()
+	}
+}
+
+// adminNice is the nice value of an admin connection's backend. A fresh
+// call waits on it, and at 8 test clients on 2 cores it waited for a
+// time slice behind the tests' own backends (p50 2 ms, p99 60 ms); it
+// runs a few short statements per test, so ahead of them it takes next
+// to no CPU from them. Only root can raise a priority; elsewhere it stays.
+const adminNice = -5
+
+// hurry gives c's backend process adminNice.
+func hurry(ctx context.Context, c *pgx.Conn) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	var pid int
+	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err == nil && pid > 1 {
+		_ = unix.Setpriority(unix.PRIO_PROCESS, pid, adminNice)
 	}
 }
