@@ -76,11 +76,31 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if err := golden.Share(s, g); err != nil {
 		return nil, err
 	}
-	if o.from == nil { // Recycle checked it before restoring from it
-		if err := golden.CheckClonable(g); err != nil {
-			return nil, err
-		}
+	// The golden's quick check (a stat per file: 48 ms for the 11,300
+	// files of a 1 GB golden with 32 slots, more than the clone and the
+	// server's start) runs beside the clone and the start; nothing is
+	// handed out before it passed, and a golden that fails it has its
+	// instance torn down. The clone's mount is nosuid and nodev
+	// meanwhile, and the build removed what the check looks for.
+	if g.Manifest.Intermediate != nil {
+		return nil, golden.CheckClonable(g) // refused at once
 	}
+	checked := make(chan error, 1)
+	if o.from == nil { // Recycle checked it before restoring from it
+		go func() { checked <- golden.CheckClonable(g) }()
+	} else {
+		checked <- nil
+	}
+	defer func() {
+		if checked == nil {
+			return
+		}
+		// Never leave the check running past the call; and where a
+		// damaged golden made the clone or the start fail, say so.
+		if cerr := <-checked; cerr != nil && err != nil {
+			err = cerr
+		}
+	}()
 	b, why, err := backend.Select(ctx, o.Backend, s.InstancesDir(), g.DataDir())
 	if err != nil {
 		return nil, err
@@ -142,6 +162,10 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if srv != nil {
 		st.Server = srv
 	}
+	if err != nil {
+		return nil, err
+	}
+	err, checked = <-checked, nil
 	if err != nil {
 		return nil, err
 	}
