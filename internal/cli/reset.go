@@ -102,7 +102,10 @@ func newResetCmd(g *globals) *cobra.Command {
 
 func printReset(g *globals, asJSON bool, v instance.View, ms float64) error {
 	if asJSON {
-		return printJSON(g.stdout, v)
+		return printJSON(g.stdout, struct {
+			instance.View
+			ResetMs float64 `json:"reset_ms"`
+		}{v, ms})
 	}
 	fmt.Fprintf(g.stdout, "reset %s in %.0f ms: %s\n", v.ID, ms, v.DSN)
 	return nil

@@ -39,8 +39,11 @@ func TestResetUpInstance(t *testing.T) {
 	if got := psql(t, up.DSN, "select count(*) from pg_tables where tablename = 'scratch'"); got != "0" {
 		t.Errorf("a table made before the reset survived it")
 	}
-	var v struct{ ID, DSN string }
-	if err := json.Unmarshal([]byte(e.mustRun("reset", "--json", up.ID[:5]).stdout), &v); err != nil || v.DSN != up.DSN || v.ID != up.ID {
+	var v struct {
+		ID, DSN string
+		ResetMs float64 `json:"reset_ms"`
+	}
+	if err := json.Unmarshal([]byte(e.mustRun("reset", "--json", up.ID[:5]).stdout), &v); err != nil || v.DSN != up.DSN || v.ID != up.ID || v.ResetMs <= 0 {
 		t.Errorf("reset --json by prefix: %+v %v", v, err)
 	}
 	for _, c := range []struct {
