@@ -10,7 +10,7 @@
 # and of the reset's reset_ms.
 set -euo pipefail
 runs=${1:?runs}; backends=${2:?backends}; shift 2
-dbfork=${DBFORK:-$(dirname "$0")/../bin/dbfork}
+dbfork=${DBFORK:-$(cd "$(dirname "$0")/.." && pwd)/bin/dbfork}
 store=${STORE:?set STORE to the store}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 for ((i = 0; i < runs; i++)); do

@@ -33,6 +33,11 @@ func (p Problem) String() string { return p.Path + ": " + p.What }
 // a golden with slots has 8.8 times the files of one without, and this is
 // the check made before each clone.
 func Verify(g *Golden, full bool) ([]Problem, error) {
+	return verify(g, full, runtime.NumCPU())
+}
+
+// verify is Verify on at most threads threads.
+func verify(g *Golden, full bool, threads int) ([]Problem, error) {
 	root := g.DataDir()
 	want := make(map[string]File, len(g.Manifest.Files))
 	for _, f := range g.Manifest.Files {
@@ -43,7 +48,7 @@ func Verify(g *Golden, full bool) ([]Problem, error) {
 		return nil, fmt.Errorf("verify golden %s: %w", short(g.Key), &os.PathError{Op: "open", Path: root, Err: err})
 	}
 	v := &verifier{root: root, want: want, full: full, seen: make(map[string]bool, len(want)),
-		sem: make(chan struct{}, runtime.NumCPU())}
+		sem: make(chan struct{}, max(0, threads-1))}
 	v.wg.Add(1)
 	v.dir(fd, "")
 	v.wg.Wait()
@@ -253,7 +258,9 @@ func checkClonable(g *Golden) error {
 	if fi, err := os.Stat(g.Dir); err == nil && os.Geteuid() == 0 && fi.Mode().Perm()&0o077 != 0 {
 		_ = os.Chmod(g.Dir, 0o700)
 	}
-	probs, err := Verify(g, false)
+	// One thread: the check runs beside the server's start (see
+	// instance.Create), which should have the other cores.
+	probs, err := verify(g, false, 1)
 	if err != nil {
 		return err
 	}

@@ -78,16 +78,19 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	}
 	// The golden's quick check (a stat per file: 48 ms for the 11,300
 	// files of a 1 GB golden with 32 slots, more than the clone and the
-	// server's start) runs beside the clone and the start; nothing is
-	// handed out before it passed, and a golden that fails it has its
-	// instance torn down. The clone's mount is nosuid and nodev
+	// server's start) runs beside the clone and the start, on one thread
+	// at background priority (the start should have the other core);
+	// nothing is handed out before it passed, and a golden that fails it
+	// has its instance torn down. The clone's mount is nosuid and nodev
 	// meanwhile, and the build removed what the check looks for.
 	if g.Manifest.Intermediate != nil {
 		return nil, golden.CheckClonable(g) // refused at once
 	}
 	checked := make(chan error, 1)
 	if o.from == nil { // Recycle checked it before restoring from it
-		go func() { checked <- golden.CheckClonable(g) }()
+		go func() {
+			checked <- proc.Niced(proc.Background, func() error { return golden.CheckClonable(g) })
+		}()
 	} else {
 		checked <- nil
 	}
