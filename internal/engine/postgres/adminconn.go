@@ -3,11 +3,9 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/proc"
@@ -56,7 +54,6 @@ func withAdmin(ctx context.Context, srv *engine.Server, do func(*pgx.Conn) error
 				return err
 			}
 			a.c = c
-			hurry(ctx, c)
 		}
 		err := do(a.c)
 		if err == nil || !a.c.IsClosed() || try > 0 || ctx.Err() != nil {
@@ -110,23 +107,5 @@ func dropAdmin(srv *engine.Server) {
 	admins.mu.Unlock()
 	if a != nil {
 		a.close()
-	}
-}
-
-// adminNice is the nice value of an admin connection's backend. A fresh
-// call waits on it, and at 8 test clients on 2 cores it waited for a
-// time slice behind the tests' own backends (p50 2 ms, p99 60 ms); it
-// runs a few short statements per test, so ahead of them it takes next
-// to no CPU from them. Only root can raise a priority; elsewhere it stays.
-const adminNice = -5
-
-// hurry gives c's backend process adminNice.
-func hurry(ctx context.Context, c *pgx.Conn) {
-	if os.Geteuid() != 0 {
-		return
-	}
-	var pid int
-	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err == nil && pid > 1 {
-		_ = unix.Setpriority(unix.PRIO_PROCESS, pid, adminNice)
 	}
 }
