@@ -129,7 +129,11 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 	if spec.Password != "" {
 		// On the connection that proved the server ready: one connection
 		// less per start.
-		if _, err := c.Exec(ctx, fmt.Sprintf("ALTER ROLE %s PASSWORD '%s'", pgx.Identifier{srv.User}.Sanitize(), spec.Password)); err != nil {
+		secret, err := scramVerifier(spec.Password)
+		if err != nil {
+			return srv, fmt.Errorf("set instance password: %w", err)
+		}
+		if _, err := c.Exec(ctx, fmt.Sprintf("ALTER ROLE %s PASSWORD %s", pgx.Identifier{srv.User}.Sanitize(), literal(secret))); err != nil {
 			return srv, fmt.Errorf("set instance password: %w", err)
 		}
 		srv.Password = spec.Password
