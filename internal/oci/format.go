@@ -84,7 +84,8 @@ func (l *layerPlan) annotations() map[string]string {
 	return map[string]string{AnnoLayerFiles: fmt.Sprint(len(l.Pieces))}
 }
 
-// planLayers splits a golden's regular files into layers (in path order).
+// planLayers splits a golden's regular files into layers (in path order),
+// each content once.
 func planLayers(files []golden.File, largeFile int64) []*layerPlan {
 	if largeFile <= 0 {
 		largeFile = DefaultLargeFile
@@ -96,6 +97,14 @@ func planLayers(files []golden.File, largeFile int64) []*layerPlan {
 		}
 	}
 	sort.Slice(regular, func(i, j int) bool { return regular[i].Path < regular[j].Path })
+	seen := map[string]bool{}
+	unique := regular[:0]
+	for _, f := range regular {
+		if !duplicate(seen, f) { // copies.go: made by the puller
+			unique = append(unique, f)
+		}
+	}
+	regular = unique
 	var out []*layerPlan
 	var group *layerPlan
 	flush := func() {

@@ -358,3 +358,45 @@ func onlyChangedLayersSent(t *testing.T, reg *ocitest.Registry, g1, g2 *golden.G
 	}
 	return old
 }
+
+// A golden with slots holds its database 1+N times; the copies travel
+// once: its artifact is about the size of the same golden's without
+// slots, and the pulled golden has every slot, byte for byte.
+func TestSlotsTravelOnce(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	root := testenv.Dir(t)
+	reg := ocitest.Start(t, ocitest.Options{})
+	a := newStore(t, root, "a")
+	files := map[string]string{
+		"big.sql":   "create table big(id int primary key, pad text);\ninsert into big select g, repeat('x', 100) from generate_series(1, 20000) g;\n",
+		"small.sql": "create table small(id int);\ninsert into small select generate_series(1, 10);\n",
+	}
+	plain := buildRecipe(t, a, filepath.Join(root, "plain"), twoTables, files)
+	slotted := buildRecipe(t, a, filepath.Join(root, "slots"), twoTables+"[fresh]\nslots = 4\n", files)
+	if len(slotted.Manifest.Slots) != 4 || slotted.Manifest.TotalBytes < plain.Manifest.TotalBytes+4*(2<<20) {
+		t.Fatalf("golden with slots: %d slots, %d bytes (without: %d)", len(slotted.Manifest.Slots), slotted.Manifest.TotalBytes, plain.Manifest.TotalBytes)
+	}
+	po := PackOptions{LargeFile: testLargeFile}
+	stPlain, err := Push(ctx, a, plain, reg.Host+"/goldens/plain", []string{"latest"}, Registry{}, po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stSlots, err := Push(ctx, a, slotted, reg.Host+"/goldens/slots", []string{"latest"}, Registry{}, po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("artifact without slots %d bytes, with 4 slots %d bytes", stPlain.Compressed, stSlots.Compressed)
+	if stSlots.Compressed > stPlain.Compressed*105/100+64<<10 {
+		t.Fatalf("artifact with 4 slots %d bytes, without %d: the copies travelled", stSlots.Compressed, stPlain.Compressed)
+	}
+	b := newStore(t, root, "b")
+	res, err := Pull(ctx, b, reg.Host+"/goldens/slots:latest", Registry{}, UnpackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Key != slotted.Key || len(res.Golden.Manifest.Slots) != 4 {
+		t.Fatalf("pulled %s with %d slots", res.Key, len(res.Golden.Manifest.Slots))
+	}
+	verifyFull(t, res.Golden)
+}

@@ -259,6 +259,10 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 		n += c
 	}
 	t.mark("layers")
+	copies, err := x.makeCopies()
+	if err != nil {
+		return nil, n, err
+	}
 	if err := x.sums.covered(x.want); err != nil {
 		return nil, n, err
 	}
@@ -271,7 +275,7 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 		return nil, n, err
 	}
 	faults.At("pull:downloaded")
-	if err := verifyPulled(tmp, a.golden, x.sums); err != nil {
+	if err := verifyPulled(tmp, a.golden, x.sums, copies); err != nil {
 		return nil, n, err
 	}
 	t.mark("verify")

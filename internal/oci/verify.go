@@ -54,7 +54,10 @@ func (s *fileSums) set(path, sum string) {
 // the file set, types, modes and sizes (golden.Verify), then every
 // regular file's sha256 (hashed while written, or read back when it
 // came in parts).
-func verifyPulled(dir string, m *golden.Manifest, sums *fileSums) error {
+//
+// A copy made from another file (copies.go) has its source's sum: the
+// source's own is checked (once, however many copies it has).
+func verifyPulled(dir string, m *golden.Manifest, sums *fileSums, copies map[string]string) error {
 	fail := func(what string, n int) error {
 		return errs.Conflict("pulled golden %s does not match its manifest (%s, %d problems); nothing was published", golden.Short(m.Key), what, n)
 	}
@@ -65,15 +68,29 @@ func verifyPulled(dir string, m *golden.Manifest, sums *fileSums) error {
 	if len(probs) > 0 {
 		return fail(probs[0].String(), len(probs))
 	}
+	read := map[string]string{} // sums read back
+	sumOf := func(p string) (string, error) {
+		if sum, ok := sums.m[p]; ok {
+			return sum, nil
+		}
+		if sum, ok := read[p]; ok {
+			return sum, nil
+		}
+		sum, err := sha256File(filepath.Join(dir, "data", p))
+		read[p] = sum
+		return sum, err
+	}
 	for _, f := range m.Files {
 		if !fs.FileMode(f.Mode).IsRegular() {
 			continue
 		}
-		sum, ok := sums.m[f.Path]
-		if !ok {
-			if sum, err = sha256File(filepath.Join(dir, "data", f.Path)); err != nil {
-				return err
-			}
+		p := f.Path
+		if src, ok := copies[p]; ok {
+			p = src
+		}
+		sum, err := sumOf(p)
+		if err != nil {
+			return err
 		}
 		if sum != f.SHA256 {
 			return fail(f.Path+": content differs (sha256)", 1)
