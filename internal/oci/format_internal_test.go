@@ -22,7 +22,7 @@ func file(path string, size int64, sum string) golden.File {
 func TestPlanLayers(t *testing.T) {
 	var files []golden.File
 	for i := range 400 {
-		files = append(files, file(fmt.Sprintf("base/1/%d", 1000+i), 8192, "a"))
+		files = append(files, file(fmt.Sprintf("base/1/%d", 1000+i), 8192, fmt.Sprintf("sum%d", i)))
 	}
 	files = append(files, file("base/1/huge", 2*MaxLayer+5, "h"), file("base/1/big", 64<<20, "b"),
 		golden.File{Path: "base", Mode: uint32(os.ModeDir | 0o700)})
@@ -68,6 +68,16 @@ func TestPlanLayers(t *testing.T) {
 	}
 	if differ != 1 {
 		t.Errorf("%d layers differ after one small file changed, want 1", differ)
+	}
+	// A file with the content of an earlier one travels once.
+	dup := append([]golden.File(nil), files...)
+	dup = append(dup, file("base/2/1000", 8192, "sum0"), file("base/2/empty", 0, ""))
+	for _, p := range planLayers(dup, 0) {
+		for _, pc := range p.Pieces {
+			if pc.File.Path == "base/2/1000" {
+				t.Errorf("a copy of base/1/1000 is in a layer")
+			}
+		}
 	}
 }
 
