@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/errs"
 )
 
 // Modes of Fresh.
@@ -195,6 +196,14 @@ func (r *FreshResult) StepNames() []string {
 // settled waits until pool id has its reserve ready and nothing warming
 // or being removed.
 func settled(ctx context.Context, c *api.Client, id string) error {
+	return WaitPool(ctx, c, id, "settle", func(p api.PoolInfo) bool {
+		return p.Ready >= p.Min && p.Warming == 0 && p.Discarding == 0
+	})
+}
+
+// WaitPool polls the daemon until pool id satisfies ok, for at most 5
+// minutes; what names the wait in the error.
+func WaitPool(ctx context.Context, c *api.Client, id, what string, ok func(api.PoolInfo) bool) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
 		ps, err := c.Pools(ctx)
@@ -202,7 +211,7 @@ func settled(ctx context.Context, c *api.Client, id string) error {
 			return err
 		}
 		for _, p := range ps {
-			if p.ID == id && p.Ready >= p.Min && p.Warming == 0 && p.Discarding == 0 {
+			if p.ID == id && ok(p) {
 				return nil
 			}
 		}
@@ -212,5 +221,5 @@ func settled(ctx context.Context, c *api.Client, id string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("pool %s did not settle within 5 minutes", id)
+	return errs.Busy("pool %s did not %s within 5 minutes", id, what)
 }

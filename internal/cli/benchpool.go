@@ -269,22 +269,7 @@ func warmPool(ctx context.Context, c *api.Client, recipePath, backendName string
 	if err := c.Release(ctx, l.ID); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(5 * time.Minute)
-	for time.Now().Before(deadline) {
-		ps, err := c.Pools(ctx)
-		if err != nil {
-			return err
-		}
-		for _, p := range ps {
-			if p.ID == l.Pool && p.Ready >= lo && p.Discarding == 0 {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return errs.Busy("pool did not warm %d instances within 5 minutes", lo)
+	return bench.WaitPool(ctx, c, l.Pool, fmt.Sprintf("warm %d instances", lo), func(p api.PoolInfo) bool {
+		return p.Ready >= lo && p.Discarding == 0
+	})
 }
