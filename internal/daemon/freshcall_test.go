@@ -41,12 +41,15 @@ func fresh(t *testing.T, w *world, id, wantMode string) *api.FreshDB {
 // used the instance is reset in place (the fallback), which makes them
 // all unused again.
 func TestFreshSlots(t *testing.T) {
-	for _, b := range []string{"copy", "reflink"} {
+	for _, b := range []string{"copy", "reflink", "overlay", "btrfs"} {
 		t.Run(b, func(t *testing.T) {
 			testenv.RequireRoot(t)
 			root := testenv.Dir(t)
-			if b == "reflink" {
+			switch b {
+			case "reflink", "overlay":
 				root = testenv.LoopFS(t, "xfs", 1<<30)
+			case "btrfs":
+				root = testenv.LoopFS(t, "btrfs", 1<<30)
 			}
 			w := newWorldAt(t, root, "", slotsToml)
 			l := w.acquire(api.AcquireRequest{Backend: b})
