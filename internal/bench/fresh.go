@@ -193,11 +193,15 @@ func (r *FreshResult) StepNames() []string {
 	return out
 }
 
-// settled waits until pool id has its reserve ready and nothing warming
-// or being removed.
+// settled waits until pool id has nothing warming or being removed and
+// its reserve ready, as far as its max leaves room for one (or it is
+// backing off after failed starts: the clients will say).
 func settled(ctx context.Context, c *api.Client, id string) error {
 	return WaitPool(ctx, c, id, "settle", func(p api.PoolInfo) bool {
-		return p.Ready >= p.Min && p.Warming == 0 && p.Discarding == 0
+		if p.Warming > 0 || p.Discarding > 0 {
+			return false
+		}
+		return p.Ready >= min(p.Min, p.Max-p.Leased) || p.LastError != ""
 	})
 }
 
