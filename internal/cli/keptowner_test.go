@@ -66,7 +66,9 @@ func TestDownAndResetOwnUpThroughDaemon(t *testing.T) {
 	dbfork := func(args ...string) result { return asUser(pub, append([]string{"--store", e.store}, args...)...) }
 	userPools := func() []api.PoolInfo {
 		t.Helper()
-		r := asUser("curl", "-sS", "--unix-socket", filepath.Join(e.store, api.SocketName), "http://dbfork/v1/pools")
+		// A plain HTTP/1.0 request on the daemon's socket, from a
+		// process of the user's (the daemon goes by the peer's uid).
+		r := asUser("/usr/bin/python3", "-c", getOnSocket, filepath.Join(e.store, api.SocketName), "/v1/pools")
 		var got struct{ Pools []api.PoolInfo }
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil {
 			t.Fatalf("GET /v1/pools as uid %d: %+v", testenv.UserUID, r)
@@ -135,3 +137,20 @@ func lsHas(t *testing.T, e *env, id string) bool {
 	}
 	return false
 }
+
+// getOnSocket sends GET argv[2] over the unix socket argv[1] and prints the
+// response body; it exits 1 unless the status is 200.
+const getOnSocket = `import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"GET " + sys.argv[2].encode() + b" HTTP/1.0\r\n\r\n")
+raw = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    raw += b
+head, _, body = raw.partition(b"\r\n\r\n")
+sys.stdout.write(body.decode())
+sys.exit(0 if head.split(b" ")[1] == b"200" else 1)
+`

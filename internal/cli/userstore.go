@@ -79,8 +79,8 @@ func (g *globals) userForInit(f *userStoreFlags) string {
 }
 
 func initUserStore(g *globals, f *userStoreFlags, name, fstype, size string, sized bool) error {
-	if fstype != "xfs" && fstype != "btrfs" {
-		return errs.Invalid("a user store is xfs or btrfs, not %q (--fs)", fstype)
+	if err := store.CheckLoopFS(fstype); err != nil {
+		return err
 	}
 	var n int64
 	if sized {

@@ -192,18 +192,32 @@ func CreateLoopFS(img, dir, fstype string, size int64) error {
 	return createLoopFS(img, dir, fstype, size, true)
 }
 
+// loopFilesystems are the filesystems a loop-backed store can be made
+// of: how to make one, and the Debian package with that program.
+var loopFilesystems = map[string]struct {
+	mkfs []string
+	pkg  string
+}{
+	"xfs":   {[]string{"mkfs.xfs", "-q", "-m", "reflink=1"}, "xfsprogs"},
+	"btrfs": {[]string{"mkfs.btrfs", "-q"}, "btrfs-progs"},
+}
+
+// CheckLoopFS refuses a filesystem a loop-backed store cannot be made of.
+func CheckLoopFS(fstype string) error {
+	if _, ok := loopFilesystems[fstype]; !ok {
+		return errs.Invalid("store filesystem %q: use xfs or btrfs (--fs)", fstype)
+	}
+	return nil
+}
+
 // createLoopFS makes and records the image, and mounts it when mount is
 // set (a user store is mounted through its fstab entry instead).
 func createLoopFS(img, dir, fstype string, size int64, mount bool) error {
-	var mkfs []string
-	switch fstype {
-	case "xfs":
-		mkfs = []string{"mkfs.xfs", "-q", "-m", "reflink=1", img}
-	case "btrfs":
-		mkfs = []string{"mkfs.btrfs", "-q", img}
-	default:
-		return errs.Invalid("store filesystem %q: use xfs or btrfs", fstype)
+	if err := CheckLoopFS(fstype); err != nil {
+		return err
 	}
+	lf := loopFilesystems[fstype]
+	mkfs := append(append([]string(nil), lf.mkfs...), img)
 	if os.Geteuid() != 0 {
 		return errs.Unsupported("creating a loop-backed store needs root (loop devices and mount); run it with sudo")
 	}
@@ -212,8 +226,7 @@ func createLoopFS(img, dir, fstype string, size int64, mount bool) error {
 		return errs.Invalid("store size %d bytes is too small; use at least 300M", size)
 	}
 	if _, err := exec.LookPath(mkfs[0]); err != nil {
-		pkg := map[string]string{"xfs": "xfsprogs", "btrfs": "btrfs-progs"}[fstype]
-		return errs.MissingTool("%s not found on PATH; install it: apt-get install %s", mkfs[0], pkg)
+		return errs.MissingTool("%s not found on PATH; install it: apt-get install %s", mkfs[0], lf.pkg)
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return errs.Conflict("%s is not empty; a loop-backed store must start empty (use another --store, or remove what is there)", dir)
