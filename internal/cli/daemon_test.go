@@ -63,6 +63,11 @@ func TestDaemonStartOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The daemon leads a session of its own, whose scheduling group has
+	// the daemon's urgency (root may raise it).
+	if n, on, err := proc.GroupNice(daemon.PID); on && os.Geteuid() == 0 && (err != nil || n != proc.Urgent) {
+		t.Errorf("daemon's autogroup nice %d (%v), want %d", n, err, proc.Urgent)
+	}
 	c, err := api.Dial(context.Background(), infos[0].Socket)
 	if err != nil {
 		t.Fatal(err)

@@ -3,13 +3,16 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/proc"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
 
@@ -297,5 +300,41 @@ func TestFreshSlotsHolderKilled(t *testing.T) {
 	l2 := w.acquire(api.AcquireRequest{Backend: "copy"})
 	if got := fresh(t, w, l2.ID, api.ModeSlot); got.Name != db.Name {
 		t.Fatalf("next lease's first slot %s, want %s again (restored)", got.Name, db.Name)
+	}
+}
+
+// The backend of a server's admin connection, which the fresh call waits
+// on to close the used slot, runs at the daemon's urgency (as a task, and
+// as the scheduling group it leads), while the tests' own backends keep
+// theirs: the call answers first without the tests losing their share.
+func TestFreshAdminBackendUrgent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("raising a process's priority needs root (CAP_SYS_NICE)")
+	}
+	w := newWorld(t, slotsToml)
+	l := w.acquire(api.AcquireRequest{Backend: "copy"})
+	ctx := context.Background()
+	fresh(t, w, l.ID, api.ModeSlot)
+	db := fresh(t, w, l.ID, api.ModeSlot) // the second call closes the first slot
+	c, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var admin, own int
+	if err := c.QueryRow(ctx, `SELECT pid, pg_backend_pid() FROM pg_stat_activity WHERE datname = 'postgres' AND backend_type = 'client backend'`).Scan(&admin, &own); err != nil {
+		t.Fatalf("finding the admin connection's backend: %v", err)
+	}
+	for _, p := range []struct {
+		pid  int
+		want int
+	}{{admin, proc.Urgent}, {own, 0}} {
+		// getpriority's raw value is 20 - nice.
+		if got, err := unix.Getpriority(unix.PRIO_PROCESS, p.pid); err != nil || 20-got != p.want {
+			t.Errorf("backend %d: nice %d (%v), want %d", p.pid, 20-got, err, p.want)
+		}
+		if n, on, err := proc.GroupNice(p.pid); on && (err != nil || n != p.want) {
+			t.Errorf("backend %d: autogroup nice %d (%v), want %d", p.pid, n, err, p.want)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package proc
 
 import (
+	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -28,5 +31,44 @@ func TestNicedOnlyItsThread(t *testing.T) {
 	after, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
 	if err != nil || after != before {
 		t.Fatalf("caller's priority %d -> %d (%v)", before, after, err)
+	}
+}
+
+// Prioritize sets a process's nice value and, with autogroups on, the
+// nice value of the group its session is: the one a PostgreSQL backend
+// leads. PrioritizeSelf leaves a group alone that this process does not
+// lead (a terminal's, here the test runner's).
+func TestPrioritize(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("lowering a nice value needs root (CAP_SYS_NICE)")
+	}
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	if err := Prioritize(pid, Urgent); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := unix.Getpriority(unix.PRIO_PROCESS, pid); err != nil || 20-p != Urgent {
+		t.Fatalf("nice %d (%v), want %d", 20-p, err, Urgent)
+	}
+	n, on, err := GroupNice(pid)
+	if on && (err != nil || n != Urgent) {
+		t.Fatalf("autogroup nice %d (%v), want %d", n, err, Urgent)
+	}
+	if Parent(pid) != os.Getpid() {
+		t.Fatalf("Parent(%d) = %d, want %d", pid, Parent(pid), os.Getpid())
+	}
+	if sid, _ := unix.Getsid(0); sid != os.Getpid() {
+		before, _, _ := GroupNice(os.Getpid())
+		if err := PrioritizeSelf(Urgent); err != nil {
+			t.Fatal(err)
+		}
+		if after, _, _ := GroupNice(os.Getpid()); after != before {
+			t.Fatalf("PrioritizeSelf changed a group this process does not lead: %d -> %d", before, after)
+		}
 	}
 }

@@ -33,25 +33,47 @@ func Of(pid int) (Identity, error) {
 }
 
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	fields, err := statFields(pid)
 	if err != nil {
 		return 0, err
+	}
+	// fields[0] is field 3 (state); start time is field 22.
+	if fields[0] == "Z" || fields[0] == "X" {
+		return 0, os.ErrNotExist // a zombie has already exited
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// statFields is /proc/PID/stat from its third field (state) on.
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
 	}
 	s := string(b)
 	// The command name is in parentheses and may hold spaces or ')'.
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+		return nil, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
 	fields := strings.Fields(s[i+1:])
-	// fields[0] is field 3 (state); start time is field 22.
 	if len(fields) < 20 {
-		return 0, fmt.Errorf("parse /proc/%d/stat: too few fields", pid)
+		return nil, fmt.Errorf("parse /proc/%d/stat: too few fields", pid)
 	}
-	if fields[0] == "Z" || fields[0] == "X" {
-		return 0, os.ErrNotExist // a zombie has already exited
+	return fields, nil
+}
+
+// Parent is the pid of pid's parent process, or -1 when it cannot be read.
+func Parent(pid int) int {
+	fields, err := statFields(pid)
+	if err != nil {
+		return -1
 	}
-	return strconv.ParseUint(fields[19], 10, 64)
+	ppid, err := strconv.Atoi(fields[1]) // field 4
+	if err != nil {
+		return -1
+	}
+	return ppid
 }
 
 // Alive reports whether the recorded process still runs (same PID, same

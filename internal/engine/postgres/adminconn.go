@@ -54,6 +54,7 @@ func withAdmin(ctx context.Context, srv *engine.Server, do func(*pgx.Conn) error
 				return err
 			}
 			a.c = c
+			urgent(srv, int(c.PgConn().PID()))
 		}
 		err := do(a.c)
 		if err == nil || !a.c.IsClosed() || try > 0 || ctx.Err() != nil {
@@ -108,4 +109,18 @@ func dropAdmin(srv *engine.Server) {
 	if a != nil {
 		a.close()
 	}
+}
+
+// urgent gives the admin connection's backend the daemon's urgency
+// (proc.Urgent): a test's fresh call waits on its statements, and each
+// backend is a scheduling group of its own (PostgreSQL makes every child
+// a session), one among the busy tests' backends. Its work is a few
+// catalog updates per test. Only a child of srv's own postmaster is
+// touched: the pid is the server's word. Without the right to (a
+// rootless daemon) nothing changes.
+func urgent(srv *engine.Server, pid int) {
+	if pid <= 0 || proc.Parent(pid) != srv.Process.PID {
+		return
+	}
+	_ = proc.Prioritize(pid, proc.Urgent)
 }
