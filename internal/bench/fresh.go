@@ -31,13 +31,25 @@ type FreshResult struct {
 	OnDemand   int                `json:"cloned_on_demand,omitempty"`
 	LeaseFresh string             `json:"lease_fresh"`
 	Modes      map[string]int     `json:"modes,omitempty"` // ModeFresh: cycles per mode the daemon chose
+	// FloorP50/P99: a no-op call to the daemon timed by the same clients
+	// before each fresh call (FreshOptions.Floor): the least any answer
+	// of the daemon waits at this load, whatever the call does.
+	FloorP50 float64 `json:"floor_p50_ms,omitempty"`
+	FloorP99 float64 `json:"floor_p99_ms,omitempty"`
+}
+
+// FreshOptions are a Fresh scenario's knobs besides mode and sizes.
+type FreshOptions struct {
+	Think time.Duration // each cycle's own work after the write
+	Floor bool          // time a no-op daemon call before each fresh call
 }
 
 // Fresh runs one scenario: each client holds one lease for the whole run
 // and repeats: make the data fresh (mode), write one tagged row, check that
 // no earlier row is visible (the data really is the golden's), spend
 // think on it (a test's own work), and, for databases, drop the database.
-func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode string, clients, cycles int, think time.Duration) (*FreshResult, error) {
+func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode string, clients, cycles int, o FreshOptions) (*FreshResult, error) {
+	think := o.Think
 	leases := make([]*api.Lease, clients)
 	for i := range leases {
 		l, err := c.Acquire(ctx, req)
@@ -56,7 +68,7 @@ func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode stri
 	if err := settled(ctx, c, leases[0].Pool); err != nil {
 		return nil, err
 	}
-	run := &freshRun{c: c, mode: mode, think: think, steps: map[string][]float64{}, isolated: true, modes: map[string]int{}}
+	run := &freshRun{c: c, mode: mode, think: think, floor: o.Floor, steps: map[string][]float64{}, isolated: true, modes: map[string]int{}}
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < clients; i++ {
@@ -84,6 +96,9 @@ func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode stri
 	if len(run.modes) > 0 {
 		r.Modes = run.modes
 	}
+	if len(run.noop) > 0 {
+		r.FloorP50, r.FloorP99 = Quantile(run.noop, 0.5), Quantile(run.noop, 0.99)
+	}
 	if len(run.steps) > 0 {
 		r.Steps = map[string]float64{}
 		for k, v := range run.steps {
@@ -98,9 +113,11 @@ type freshRun struct {
 	c     *api.Client
 	mode  string
 	think time.Duration
+	floor bool
 
 	mu           sync.Mutex
 	lat, wr, srv []float64
+	noop         []float64 // floor: the no-op calls' times
 	steps        map[string][]float64
 	isolated     bool
 	onDemand     int
@@ -119,6 +136,15 @@ func (run *freshRun) fail(err error) {
 // cycle makes l's data fresh, writes a row tagged tag and checks no other
 // client's row is visible, then drops a fresh database.
 func (run *freshRun) cycle(ctx context.Context, l *api.Lease, tag string) error {
+	if run.floor {
+		t := time.Now()
+		if _, err := run.c.Health(ctx); err != nil {
+			return err
+		}
+		run.mu.Lock()
+		run.noop = append(run.noop, ms(time.Since(t)))
+		run.mu.Unlock()
+	}
 	t := time.Now()
 	target, dbName, inside, err := run.makeFresh(ctx, l)
 	if err != nil {

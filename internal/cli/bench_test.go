@@ -93,14 +93,15 @@ func TestBenchPool(t *testing.T) {
 		t0 := time.Now()
 		args := []string{"bench", "pool", "--mode", mode, "--clients", "1,2", "--cycles", "3", "--think", "100ms", "--json"}
 		if mode == "reset" {
-			args = append(args, "--min", "2") // above one client: the default max follows it
+			args = append(args, "--min", "2", "--floor") // above one client: the default max follows it
 		}
 		r := e.mustRun(args...)
 		var doc struct {
 			Mode    string `json:"mode"`
 			Results []struct {
 				bench.PoolResult
-				Mode string `json:"mode"`
+				Mode     string  `json:"mode"`
+				FloorP99 float64 `json:"floor_p99_ms"`
 			} `json:"results"`
 		}
 		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Results) != 2 || doc.Mode != mode {
@@ -112,15 +113,15 @@ func TestBenchPool(t *testing.T) {
 				t.Errorf("%s, %d clients: %+v", mode, i+1, res)
 			}
 		}
-		if mode == "reset" && out[0].Mode != "reset" {
-			t.Errorf("reset mode ran %q", out[0].Mode)
+		if mode == "reset" && (out[0].Mode != "reset" || out[0].FloorP99 <= 0 || out[1].FloorP99 <= 0) {
+			t.Errorf("reset mode ran %q, floor p99 %v/%v ms (--floor)", out[0].Mode, out[0].FloorP99, out[1].FloorP99)
 		}
 		// 3 cycles per scenario, one after another per client.
 		if d := time.Since(t0); d < 600*time.Millisecond {
 			t.Errorf("%s: two scenarios of 3 cycles with --think 100ms took %v", mode, d)
 		}
 	}
-	for _, bad := range [][]string{{"--think", "-1s"}, {"--mode", "truncate"}, {"--clients", "0"}, {"--cycles", "0"}} {
+	for _, bad := range [][]string{{"--think", "-1s"}, {"--mode", "truncate"}, {"--clients", "0"}, {"--cycles", "0"}, {"--floor"}} {
 		r := e.run(append([]string{"bench", "pool"}, bad...)...)
 		if r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
 			t.Errorf("bench pool %v: exit %d %q, want one line and 2", bad, r.code, r.stderr)

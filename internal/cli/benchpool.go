@@ -28,6 +28,7 @@ type benchPoolFlags struct {
 	cycles, minFlag, maxFlag             int
 	asJSON                               bool
 	think                                time.Duration
+	floor                                bool
 }
 
 func newBenchPoolCmd(g *globals) *cobra.Command {
@@ -59,6 +60,7 @@ create-database call.`,
 	cmd.Flags().IntVar(&f.maxFlag, "max", 0, "pool max (default: twice the number of clients; in reset and database modes the number of clients)")
 	cmd.Flags().StringVar(&f.backendName, "backend", "auto", "clone backend")
 	cmd.Flags().StringVar(&f.mode, "mode", "release", "what a cycle does: release (acquire/release), reset (in place), database (a fresh database in the server) or fresh (the daemon's fresh call: a slot of the golden first)")
+	cmd.Flags().BoolVar(&f.floor, "floor", false, "with --mode fresh/reset/database: also time a no-op call to the daemon before each cycle's call, the least any answer waits at this load (printed as the floor)")
 	cmd.Flags().DurationVar(&f.think, "think", 0, "time each cycle spends on its data after the write, as a test's own work would (e.g. 50ms)")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
@@ -83,6 +85,9 @@ func (f *benchPoolFlags) parse() ([]int, string, error) {
 	}
 	if f.mode != "release" && f.mode != bench.ModeReset && f.mode != bench.ModeDatabase && f.mode != bench.ModeFresh {
 		return nil, "", errs.Invalid("--mode %q: use release, reset, database or fresh", f.mode)
+	}
+	if f.floor && f.mode == "release" {
+		return nil, "", errs.Invalid("--floor times a no-op call beside each cycle's fresh-data call, and --mode release makes none: use it with --mode fresh, reset or database")
 	}
 	abs, err := project.RecipePath(f.file)
 	if err != nil {
@@ -197,7 +202,7 @@ func (f *benchPoolFlags) scenario(ctx context.Context, c *api.Client, abs string
 		r, err := bench.Pool(ctx, c, req, n, f.cycles, f.think)
 		return r, nil, err
 	}
-	fr, err = bench.Fresh(ctx, c, req, f.mode, n, f.cycles, f.think)
+	fr, err = bench.Fresh(ctx, c, req, f.mode, n, f.cycles, bench.FreshOptions{Think: f.think, Floor: f.floor})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -225,6 +230,9 @@ func printSteps(g *globals, r *bench.FreshResult) {
 		}
 	}
 	fmt.Fprintf(g.stdout, "; %.1f/s per core (%d cores)", r.PerSecond/float64(runtime.NumCPU()), runtime.NumCPU())
+	if r.FloorP99 > 0 {
+		fmt.Fprintf(g.stdout, "; floor (a no-op call) p50 %.1f p99 %.1f ms", r.FloorP50, r.FloorP99)
+	}
 	fmt.Fprintln(g.stdout)
 }
 
