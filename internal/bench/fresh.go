@@ -28,6 +28,7 @@ type FreshResult struct {
 	Mode       string             `json:"mode"`
 	Steps      map[string]float64 `json:"reset_steps_p50_ms,omitempty"`
 	ServerP50  float64            `json:"daemon_p50_ms"` // inside the daemon
+	ServerP99  float64            `json:"daemon_p99_ms"`
 	OnDemand   int                `json:"cloned_on_demand,omitempty"`
 	LeaseFresh string             `json:"lease_fresh"`
 	Modes      map[string]int     `json:"modes,omitempty"` // ModeFresh: cycles per mode the daemon chose
@@ -89,7 +90,7 @@ func Fresh(ctx context.Context, c *api.Client, req api.AcquireRequest, mode stri
 	}
 	secs := time.Since(t0).Seconds()
 	lat, wr := run.lat, run.wr
-	r := &FreshResult{Mode: mode, LeaseFresh: leases[0].Fresh, ServerP50: Quantile(run.srv, 0.5), OnDemand: run.onDemand,
+	r := &FreshResult{Mode: mode, LeaseFresh: leases[0].Fresh, ServerP50: Quantile(run.srv, 0.5), ServerP99: Quantile(run.srv, 0.99), OnDemand: run.onDemand,
 		PoolResult: PoolResult{Clients: clients, Cycles: cycles, Acquires: len(lat), P50Ms: Quantile(lat, 0.5),
 			P99Ms: Quantile(lat, 0.99), MaxMs: Quantile(lat, 1), MeanMs: mean(lat), WriteP50: Quantile(wr, 0.5),
 			Seconds: secs, PerSecond: float64(len(lat)) / secs, Isolated: run.isolated, ThinkMs: ms(think)}}

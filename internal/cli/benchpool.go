@@ -211,7 +211,7 @@ func (f *benchPoolFlags) scenario(ctx context.Context, c *api.Client, abs string
 
 // printSteps says where a fresh-data scenario's time went.
 func printSteps(g *globals, r *bench.FreshResult) {
-	fmt.Fprintf(g.stdout, "  %d clients, %s: inside the daemon p50 %.1f ms", r.Clients, r.Mode, r.ServerP50)
+	fmt.Fprintf(g.stdout, "  %d clients, %s: inside the daemon p50 %.1f p99 %.1f ms", r.Clients, r.Mode, r.ServerP50, r.ServerP99)
 	for _, k := range r.StepNames() {
 		fmt.Fprintf(g.stdout, "; %s %.1f", k, r.Steps[k])
 	}
