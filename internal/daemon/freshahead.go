@@ -19,12 +19,21 @@ import (
 // slots are used (PostgreSQL 18: ~40 ms of the server's CPU each, 10
 // fresh databases a second at 8 clients here) costs far more than moving
 // to an instance the pool made or recycled ahead.
-// Only a ready instance is taken, and only for a moment: a replacement
-// never takes capacity a caller of Acquire is waiting for.
+// A ready instance is taken at once. When none is ready but one is being
+// made or recycled (the pool's reserve went to other leases moving at
+// the same time, as 8 tests in step do), the lease queues for it, unless
+// callers of Acquire already wait: those come first.
 
 // lowSlots: at most this share of the slots left (1/lowSlots) starts the
 // replacement.
 const lowSlots = 4
+
+// replacementWait bounds how long a replacement that is still warming is
+// waited for, by the fetch and by a fresh call that found every slot
+// used: past it the lease is reset in place (a stop, restore and start
+// on the caller's time, which the instance warming was going to take
+// anyway).
+const replacementWait = 5 * time.Second
 
 // refreshAhead starts taking a replacement for l's instance when left
 // slots of its golden's are all that remain unused. The caller holds l.op.
@@ -34,12 +43,20 @@ func (d *Daemon) refreshAhead(l *lease, left int) {
 	if st.next != nil || st.fetching || left*lowSlots > n {
 		return
 	}
-	if l.entry.pool.Stats().Ready == 0 {
-		return // the pool is warming one for us (min) or full: fall back later
+	ps := l.entry.pool.Stats()
+	wait := 200 * time.Millisecond
+	if ps.Ready == 0 {
+		if ps.Warming == 0 || ps.Waiting > 0 {
+			return // nothing coming, or others wait for it: fall back later
+		}
+		wait = replacementWait
 	}
 	st.fetching = true
+	done := make(chan struct{})
+	st.fetched = done
 	go func() {
-		ctx, cancel := context.WithTimeout(l.life, 200*time.Millisecond)
+		defer close(done)
+		ctx, cancel := context.WithTimeout(l.life, wait)
 		in, err := l.entry.pool.Acquire(ctx)
 		cancel()
 		// Its own database is closed now, while no test waits: the call
@@ -67,6 +84,29 @@ func (d *Daemon) refreshAhead(l *lease, left int) {
 		st.next, st.nextClosed = in, closed
 		d.o.Log.Info("replacement ready for a lease low on slots", "id", l.ID, "instance", in.State.ID)
 	}()
+}
+
+// awaitNext is for a fresh call that found every slot of l's instance
+// used and no replacement in place: it starts taking one if the pool has
+// one coming, and waits (without l.op) for the fetch under way. It
+// reports false when the lease ended meanwhile. The caller holds l.op,
+// and holds it again on return.
+func (d *Daemon) awaitNext(l *lease) bool {
+	st := &l.fr
+	if st.next == nil && !st.fetching {
+		d.refreshAhead(l, 0)
+	}
+	if st.next != nil || !st.fetching {
+		return true
+	}
+	done := st.fetched
+	l.op.Unlock()
+	select {
+	case <-done:
+	case <-l.life.Done():
+	}
+	l.op.Lock()
+	return l.life.Err() == nil
 }
 
 // swapNext puts the replacement in place of l's instance, whose every

@@ -27,6 +27,7 @@ type freshState struct {
 	// slots ran low (freshahead.go); fetching: that is under way.
 	next     *instance.Instance
 	fetching bool
+	fetched  chan struct{} // closed when the fetch under way ends
 	// nextClosed: next's own database was closed when it was taken.
 	nextClosed bool
 	// walAt is the server's WAL position when the lease's database was
@@ -132,6 +133,10 @@ func (d *Daemon) fresh(l *lease, peer api.Peer) (*api.FreshDB, error) {
 	d.retireSlot(l)
 	slots := l.entry.golden.Manifest.Slots
 	dc, _ := l.entry.eng.(engine.DatabaseCloner)
+	if st.used == len(slots) && dc != nil && len(slots) > 0 && !d.awaitNext(l) {
+		l.op.Unlock()
+		return nil, errs.NotFound("no lease %s (released while the call waited)", l.ID)
+	}
 	if st.used == len(slots) && st.next != nil {
 		d.swapNext(l)
 	}

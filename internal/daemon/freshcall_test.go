@@ -200,6 +200,30 @@ func TestFreshSlotsRefreshAhead(t *testing.T) {
 	}
 }
 
+// Every slot used while the pool's next instance is still being made
+// (8 tests in step take the whole reserve at once): the call waits for
+// that instance and moves the lease there, instead of resetting in place
+// (a stop, restore and start on the caller's time).
+func TestFreshSlotsWaitForWarmingReplacement(t *testing.T) {
+	w := newWorld(t, "[fresh]\nslots = 4\n[pool]\nmin = 1\nmax = 2\n")
+	l := w.acquire(api.AcquireRequest{Backend: "copy"})
+	// No wait for the pool: its reserve (a full copy and a start) is
+	// still warming while the four slots go.
+	var port int
+	for i := 0; i < 4; i++ {
+		db := fresh(t, w, l.ID, api.ModeSlot)
+		port = db.Conn.Port
+	}
+	if p := w.pool(); p.Ready != 0 {
+		t.Logf("the reserve was ready before the slots ran out (%+v): the wait is not exercised", p)
+	}
+	db := fresh(t, w, l.ID, api.ModeSlot)
+	if db.Conn.Port == port || db.Name != "slot_000" {
+		t.Fatalf("after the slots ran out with a replacement warming: %+v (old port %d)", db, port)
+	}
+	exec1(t, db.DSN, "insert into notes(who) values ('test')")
+}
+
 // Many fresh calls at once on one lease, with resets and the background
 // replacement racing them: no slot is served twice by one instance
 // between two of its refreshes.
