@@ -91,6 +91,10 @@ type entry struct {
 	dbOnce   sync.Once // whether the store shares extents, probed once
 	dbShares bool
 
+	// queued counts replacements of leases low on slots waiting in the
+	// pool's Acquire (freshahead.go), which the pool counts as waiters.
+	queued atomic.Int32
+
 	// users are the uids of socket peers that made or leased from it:
 	// GET /v1/pools shows it to them (and to root). d.mu guards it.
 	users map[int]bool

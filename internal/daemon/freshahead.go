@@ -45,9 +45,10 @@ func (d *Daemon) refreshAhead(l *lease, left int) {
 	}
 	ps := l.entry.pool.Stats()
 	wait := 200 * time.Millisecond
+	e := l.entry
 	if ps.Ready == 0 {
-		if ps.Warming == 0 || ps.Waiting > 0 {
-			return // nothing coming, or others wait for it: fall back later
+		if ps.Warming == 0 || ps.Waiting > int(e.queued.Load()) {
+			return // nothing coming, or callers of Acquire wait for it: fall back later
 		}
 		wait = replacementWait
 	}
@@ -57,7 +58,9 @@ func (d *Daemon) refreshAhead(l *lease, left int) {
 	go func() {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(l.life, wait)
-		in, err := l.entry.pool.Acquire(ctx)
+		e.queued.Add(1)
+		in, err := e.pool.Acquire(ctx)
+		e.queued.Add(-1)
 		cancel()
 		// Its own database is closed now, while no test waits: the call
 		// that moves the lease there hands out a slot at once (the close
