@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/proc"
@@ -127,4 +128,53 @@ func TestDaemonKilledWhileClientWaits(t *testing.T) {
 	}
 	e.mustRun("gc")
 	e.assertNothingLeft()
+}
+
+// The daemon's group runs at proc.Urgent while it answers tests, and
+// goes back to nice 0 while it builds a golden (minutes of loading and
+// page work must not take the machine from everything else), then up
+// again.
+func TestDaemonYieldsWhileBuilding(t *testing.T) {
+	if _, on, _ := proc.GroupNice(os.Getpid()); !on || os.Geteuid() != 0 {
+		t.Skip("needs root and the kernel's autogroups")
+	}
+	e := newEnv(t)
+	recipe := filepath.Join(e.proj, "slow.toml")
+	if err := os.WriteFile(recipe, []byte("engine = \"postgres\"\n[[load]]\nrun = \"sleep 4\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info := e.daemonStart("--idle", "1m")
+	defer e.run("daemon", "stop")
+	if n, _, err := proc.GroupNice(info.PID); err != nil || n != proc.Urgent {
+		t.Fatalf("idle daemon's autogroup nice %d (%v), want %d", n, err, proc.Urgent)
+	}
+	c, err := api.Dial(context.Background(), info.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := make(chan error, 1)
+	go func() {
+		_, err := c.EnsureGolden(context.Background(), api.GoldenRequest{Recipe: recipe})
+		built <- err
+	}()
+	yielded := false
+	for done := false; !done; {
+		select {
+		case err := <-built:
+			if err != nil {
+				t.Fatal(err)
+			}
+			done = true
+		case <-time.After(50 * time.Millisecond):
+			if n, _, err := proc.GroupNice(info.PID); err == nil && n == 0 {
+				yielded = true
+			}
+		}
+	}
+	if !yielded {
+		t.Error("the daemon's group kept its urgency while it built")
+	}
+	if n, _, err := proc.GroupNice(info.PID); err != nil || n != proc.Urgent {
+		t.Errorf("after the build: autogroup nice %d (%v), want %d", n, err, proc.Urgent)
+	}
 }

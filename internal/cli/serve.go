@@ -20,7 +20,6 @@ import (
 	"github.com/dbfork/dbfork/internal/faults"
 	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/lockfile"
-	"github.com/dbfork/dbfork/internal/proc"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -79,17 +78,10 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 	}
 	defer lock.Release()
 	_ = os.Remove(sock) // left by a daemon that was killed: we hold the lock now
-	// Tests wait on the daemon's answers (a fresh slot is a few
-	// microseconds of work) while their servers keep the cores busy: at
-	// equal priority each answer waited its turn (8 tests on 2 cores: p99
-	// 100 ms, 35 with the daemon's group at proc.Urgent).
-	if err := proc.PrioritizeSelf(proc.Urgent); err != nil {
-		g.log.Debug("daemon priority unchanged", "err", err)
-	}
 	if poolIdle == 0 {
 		poolIdle = -1 // never
 	}
-	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s), Remote: g.daemonRemote(s), PoolIdle: poolIdle, Sudo: sudoCaller()})
+	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s), Remote: g.daemonRemote(s), PoolIdle: poolIdle, Sudo: sudoCaller(), Urgent: true})
 	closeDaemon := func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()

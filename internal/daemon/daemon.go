@@ -50,6 +50,9 @@ type Options struct {
 	// the recipes of requests with no unix peer (TCP, `serve -f`) run
 	// their steps as them.
 	Sudo *caller.Caller
+	// Urgent: the process is the daemon's own (`serve`), whose scheduling
+	// group runs at proc.Urgent while it answers tests (see urgency.go).
+	Urgent bool
 }
 
 // Daemon implements api.Service.
@@ -58,6 +61,9 @@ type Daemon struct {
 	started time.Time
 
 	app *project.Project // recipes to goldens: engines, input hashes and goldens kept between calls
+
+	urgMu    sync.Mutex // orders changes of the daemon's priority (urgency.go)
+	building int        // builds and pulls under way
 
 	mu      sync.Mutex
 	pools   map[string]*entry
@@ -133,9 +139,10 @@ func New(o Options) *Daemon {
 		o.PoolIdle = 10 * time.Minute
 	}
 	d := &Daemon{o: o, started: time.Now().UTC(),
-		app:   project.New(project.Options{Store: o.Store, Open: o.OpenEngine, Build: golden.Options{Log: o.Log, Remote: o.Remote}}),
 		pools: map[string]*entry{}, leases: map[string]*lease{}, spares: map[string]*spares{},
 		stop: make(chan struct{}), done: make(chan struct{})}
+	d.app = project.New(project.Options{Store: o.Store, Open: o.OpenEngine, Build: golden.Options{Log: o.Log, Remote: o.Remote}, Heavy: d.heavy})
+	d.setUrgency()
 	go d.watch()
 	return d
 }

@@ -39,6 +39,10 @@ type Options struct {
 	// Build tunes the builds Golden runs: progress, log, the recipe's
 	// [cache] remote, warnings, the step cache.
 	Build golden.Options
+	// Heavy, if set, is called before Golden builds or pulls (minutes of
+	// CPU: loading, stamping, checksums, unpacking) and the function it
+	// returns once that ends.
+	Heavy func() (done func())
 }
 
 // Project is one store's way from recipes to goldens and clones. It
@@ -52,6 +56,7 @@ type Project struct {
 	Build golden.Options
 	open  Opener
 	hc    *golden.HashCache
+	heavy func() func()
 
 	mu      sync.Mutex
 	engines map[string]engine.Engine  // by engine, bindir and version
@@ -64,7 +69,7 @@ func New(o Options) *Project {
 	if open == nil {
 		open = NewOpener(FetchOptions(o.Store, o.Engines))
 	}
-	return &Project{Store: o.Store, open: open, Build: o.Build,
+	return &Project{Store: o.Store, open: open, Build: o.Build, heavy: o.Heavy,
 		hc:      golden.OpenHashCache(HashCachePath(o.Store)),
 		engines: map[string]engine.Engine{}, goldens: map[string]*golden.Golden{}}
 }
@@ -127,6 +132,9 @@ func (p *Project) Golden(ctx context.Context, r *recipe.Recipe) (*Built, error) 
 		if _, err := os.Stat(filepath.Join(g.Dir, golden.ManifestName)); err == nil {
 			return &Built{Recipe: r, Engine: eng, Result: &golden.Result{Golden: g}}, nil
 		}
+	}
+	if p.heavy != nil {
+		defer p.heavy()()
 	}
 	res, err := golden.BuildKeyed(ctx, p.Store, eng, r, k, p.Build)
 	if err != nil {
