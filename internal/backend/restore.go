@@ -162,7 +162,7 @@ func restoreTree(ctx context.Context, golden, clone string, m *Marks, fileFn fun
 			return Restored{}, fmt.Errorf("restore clone: take %s back: %w", clone, err)
 		}
 	}
-	r := &restorer{ctx: ctx, golden: golden, clone: clone, old: m.Files, next: map[string]Mark{}, fileFn: fileFn, rootfd: fd}
+	r := &restorer{ctx: ctx, golden: filepath.Clean(golden), clone: clone, old: m.Files, next: make(map[string]Mark, len(m.Files)), fileFn: fileFn, rootfd: fd}
 	err = r.dir(fd, ".")
 	if r.tmp != "" {
 		if rerr := removeAt(fd, filepath.Base(r.tmp)); rerr != nil && err == nil {
@@ -214,10 +214,16 @@ func (r *restorer) dir(dfd int, rel string) error {
 // golden's directory listing gave. A regular file whose mark still
 // matches is the golden's: the golden's own file is not even looked at.
 func (r *restorer) entry(dfd int, parent, name string, kind fs.FileMode) error {
-	rel := filepath.Join(parent, name)
-	gp := filepath.Join(r.golden, rel)
 	if kind != 0 && kind != fs.ModeDir && kind != fs.ModeSymlink {
 		return nil // sockets, fifos: clones never get them
+	}
+	// rel as filepath.Rel gave it to MarkClone: parent is "." or clean,
+	// and a directory entry's name has no slash. Joined by hand: most
+	// entries stop at the mark check, a clone of a golden with slots has
+	// 11,000 of them, and Join's Clean was a tenth of the walk.
+	rel := name
+	if parent != "." {
+		rel = parent + "/" + name
 	}
 	var c unix.Stat_t
 	err := unix.Fstatat(dfd, name, &c, unix.AT_SYMLINK_NOFOLLOW)
@@ -231,6 +237,7 @@ func (r *restorer) entry(dfd int, parent, name string, kind fs.FileMode) error {
 			return nil
 		}
 	}
+	gp := r.golden + "/" + rel
 	var g unix.Stat_t
 	if err := unix.Lstat(gp, &g); err != nil {
 		return err
