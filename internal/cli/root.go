@@ -11,12 +11,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dbfork/dbfork/internal/caller"
+	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/project"
 	"github.com/dbfork/dbfork/internal/store"
@@ -114,9 +116,13 @@ func (g *globals) openStore() (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return store.OpenWith(root, store.Options{AutoImage: auto, CowExtSize: store.CowExtSizeSetting(os.LookupEnv(CowExtSizeEnv)), Notify: func(msg string) {
+	s, err := store.OpenWith(root, store.Options{AutoImage: auto, CowExtSize: store.CowExtSizeSetting(os.LookupEnv(CowExtSizeEnv)), Notify: func(msg string) {
 		fmt.Fprintln(g.stderr, "dbfork: "+msg)
 	}})
+	if err == nil {
+		engine.SetProbeCache(filepath.Join(s.CacheDir(), "probes.json"))
+	}
+	return s, err
 }
 
 func loadRecipe(path string) (*project.Recipe, error) {

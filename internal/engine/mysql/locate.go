@@ -40,7 +40,7 @@ func LocateAt(ctx context.Context, flavor Flavor, basedir string) (*Binaries, er
 			return nil, errs.Invalid("%w", err)
 		}
 	}
-	out, err := engine.ProbeCommand(ctx, b.Server, "--no-defaults", "--version").CombinedOutput()
+	out, err := engine.ProbeCombined(ctx, b.Server, "--no-defaults", "--version")
 	if err != nil {
 		return nil, errs.Unsupported("%s in %s cannot run: %w: %s", filepath.Base(b.Server), basedir, err, strings.TrimSpace(string(out)))
 	}
@@ -87,7 +87,7 @@ func Locate(ctx context.Context, flavor Flavor, bindir, want string) (*Binaries,
 				untrusted = err
 				continue
 			}
-			out, err := engine.ProbeCommand(ctx, p, "--no-defaults", "--version").Output()
+			out, err := engine.Probe(ctx, p, "--no-defaults", "--version")
 			if err != nil {
 				continue
 			}

