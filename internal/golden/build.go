@@ -223,6 +223,9 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		return nil, err
 	}
 	srv = nil
+	if err := addSlots(ctx, bu, eng, r, tmp, &srv, o); err != nil {
+		return nil, err
+	}
 	faults.At("build:stopped")
 
 	o.Progress.Step("fsync and checksum")
@@ -366,15 +369,20 @@ func loadSteps(ctx context.Context, ld engine.Loader, srv *engine.Server, r *rec
 }
 
 // stopBuildServer finishes the golden in the server (freeze, analyze,
-// checkpoint), stops it cleanly and checks it shut down clean.
+// checkpoint), stops it cleanly, checks it shut down clean and seals the
+// data dir (at the end of a build and for a kept step's state; the
+// recipe's slots come after it: addSlots).
 func stopBuildServer(ctx context.Context, u store.User, eng engine.Engine, ld engine.Loader, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
 	o.Progress.Step("freeze, analyze and checkpoint")
 	if err := ld.Finish(ctx, srv, BuildOf(r)); err != nil {
 		return err
 	}
-	if err := makeSlots(ctx, eng, srv, r, o); err != nil { // copies of the frozen database
-		return err
-	}
+	return stopAndSeal(ctx, u, eng, srv, r, tmp, o)
+}
+
+// stopAndSeal stops the build server cleanly, checks it shut down clean,
+// ends every process of the build's uid and seals the data dir.
+func stopAndSeal(ctx context.Context, u store.User, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
 	o.Progress.Step("clean shutdown")
 	if err := eng.Stop(ctx, srv, true); err != nil {
 		return err

@@ -2,12 +2,14 @@ package golden_test
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/testenv"
@@ -88,4 +90,77 @@ func psqlOut(env []string, sql string) (string, error) {
 	c.Env = env
 	out, err := c.Output()
 	return string(out), err
+}
+
+// Slots with the step cache: a kept state after a step is the database
+// as the step left it, without slots (the recipe's slots are copies of
+// the finished database, made once at the end); the golden's slots hold
+// what every step loaded, and a rebuild from the kept state makes them
+// again.
+func TestBuildSlotsWithKeptSteps(t *testing.T) {
+	s, pg, dir := setup(t)
+	ctx := context.Background()
+	always := golden.Options{StepCacheMin: time.Nanosecond}
+	path := stepRecipe(t, filepath.Join(dir, "proj"), migrationA)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, "\n[fresh]\nslots = 2\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := func(res *golden.Result) {
+		t.Helper()
+		m := res.Golden.Manifest
+		if !slices.Equal(m.Slots, []string{"slot_000", "slot_001"}) {
+			t.Fatalf("slots %v", m.Slots)
+		}
+		for _, db := range append([]string{"shop"}, m.Slots...) {
+			withServer(t, pg, res.Golden.DataDir(), s, db, func(env []string) {
+				out, err := psqlOut(env, "select count(*), sum(price) from items")
+				if err != nil || strings.TrimSpace(out) != "5000|5000" {
+					t.Errorf("%s: items %q %v, want 5000 rows of the seed with the migration's price", db, out, err)
+				}
+			})
+		}
+		if probs, err := golden.Verify(res.Golden, true); err != nil || len(probs) > 0 {
+			t.Fatalf("golden does not verify: %v %v", err, probs)
+		}
+	}
+	first, err := golden.Build(ctx, s, pg, load(t, path), always)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(first)
+	inter, err := golden.Lookup(s, first.Golden.Manifest.StepKeys[0])
+	if err != nil {
+		t.Fatalf("no kept state after step 1: %v", err)
+	}
+	if n := databaseDirs(inter.Manifest.Files); n != databaseDirs(first.Golden.Manifest.Files)-2 {
+		t.Fatalf("the kept state after step 1 has %d database dirs, the golden %d: slots were made before the last step", n, databaseDirs(first.Golden.Manifest.Files))
+	}
+	// The migration changes: the rebuild starts from the kept state and
+	// makes the slots again, of the new migration's data.
+	if err := os.WriteFile(filepath.Join(dir, "proj", "migrate.sql"), []byte(migrationA+"update items set price = 1;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inc, err := golden.Build(ctx, s, pg, load(t, path), always)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inc.Golden.Manifest.ReusedSteps != 1 {
+		t.Fatalf("rebuild reused %d steps, want 1", inc.Golden.Manifest.ReusedSteps)
+	}
+	check(inc)
+}
+
+// databaseDirs counts the dirs right below base/ (one per database).
+func databaseDirs(files []golden.File) int {
+	n := 0
+	for _, f := range files {
+		if strings.HasPrefix(f.Path, "base/") && strings.Count(f.Path, "/") == 1 && fs.FileMode(f.Mode).IsDir() {
+			n++
+		}
+	}
+	return n
 }

@@ -183,35 +183,40 @@ func stampPGPage(pg []byte, blk uint32, kind relKind, checkpointLSN uint64) (boo
 	} else if special != blockSize {
 		return false, 0
 	}
-	sum := le.Uint16(pg[pdChecksum:])
-	if sum != 0 && sum != pageChecksum(pg, blk) {
-		return false, 0 // a checksum we cannot reproduce
-	}
 	lsn := uint64(le.Uint32(pg[0:]))<<32 | uint64(le.Uint32(pg[4:]))
 	if lsn > checkpointLSN {
 		return false, 0 // written after the last checkpoint: not a clean page
 	}
-	changed := false
+	var frozen []int
+	if kind == kindHeap {
+		frozen = frozenXmins(pg, lower, upper)
+	}
+	if lsn <= stampLSN && len(frozen) == 0 {
+		// Stamped already (a copy of a stamped page: a golden's slots):
+		// nothing to change, so no checksum to verify or redo.
+		return false, 0
+	}
+	sum := le.Uint16(pg[pdChecksum:])
+	if sum != 0 && sum != pageChecksum(pg, blk) {
+		return false, 0 // a checksum we cannot reproduce
+	}
 	if lsn > stampLSN {
 		le.PutUint32(pg[0:], uint32(stampLSN>>32))
 		le.PutUint32(pg[4:], uint32(stampLSN))
-		changed = true
 	}
-	tuples := 0
-	if kind == kindHeap {
-		tuples = freezeXmins(pg, lower, upper)
-		changed = changed || tuples > 0
+	for _, off := range frozen {
+		le.PutUint32(pg[off:], frozenXID)
 	}
-	if changed && sum != 0 {
+	if sum != 0 {
 		le.PutUint16(pg[pdChecksum:], pageChecksum(pg, blk))
 	}
-	return changed, tuples
+	return true, len(frozen)
 }
 
-// freezeXmins sets the raw xmin of every frozen tuple on a heap page to
-// FrozenTransactionId. It changes nothing unless every line pointer
-// points inside the tuple area.
-func freezeXmins(pg []byte, lower, upper int) int {
+// frozenXmins lists the offsets of the frozen tuples on a heap page whose
+// raw xmin is not FrozenTransactionId yet. It lists nothing unless every
+// line pointer points inside the tuple area.
+func frozenXmins(pg []byte, lower, upper int) []int {
 	le := binary.NativeEndian
 	var frozen []int
 	for lp := pageHeaderSize; lp+4 <= lower; lp += 4 {
@@ -221,19 +226,16 @@ func freezeXmins(pg []byte, lower, upper int) int {
 			continue
 		}
 		if off < upper || length < 23 || off+length > blockSize {
-			return 0
+			return nil
 		}
 		if hoff := int(pg[off+22]); hoff < 24 || hoff%8 != 0 || hoff > length || le.Uint16(pg[off+18:])&0x07FF == 0 {
-			return 0 // not a heap tuple header: not a heap page
+			return nil // not a heap tuple header: not a heap page
 		}
 		if le.Uint16(pg[off+20:])&xminFrozen == xminFrozen && le.Uint32(pg[off:]) != frozenXID {
 			frozen = append(frozen, off)
 		}
 	}
-	for _, off := range frozen {
-		le.PutUint32(pg[off:], frozenXID)
-	}
-	return len(frozen)
+	return frozen
 }
 
 // pageChecksum is PostgreSQL's data checksum of an 8 KiB page at block
