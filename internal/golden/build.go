@@ -383,6 +383,15 @@ func stopBuildServer(ctx context.Context, u store.User, eng engine.Engine, ld en
 // stopAndSeal stops the build server cleanly, checks it shut down clean,
 // ends every process of the build's uid and seals the data dir.
 func stopAndSeal(ctx context.Context, u store.User, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, tmp string, o Options) error {
+	if err := stopClean(ctx, u, eng, srv, tmp, o); err != nil {
+		return err
+	}
+	return seal(ctx, u, eng, r, tmp, o)
+}
+
+// stopClean stops the build server cleanly, checks it shut down clean and
+// ends every process of the build's uid.
+func stopClean(ctx context.Context, u store.User, eng engine.Engine, srv *engine.Server, tmp string, o Options) error {
 	o.Progress.Step("clean shutdown")
 	if err := eng.Stop(ctx, srv, true); err != nil {
 		return err
@@ -394,9 +403,12 @@ func stopAndSeal(ctx context.Context, u store.User, eng engine.Engine, srv *engi
 	}
 	// Nothing the recipe's SQL started may run on while root reworks the
 	// files (Seal) or hands them over.
-	if err := store.KillUserProcesses(ctx, u.UID, tmp); err != nil {
-		return err
-	}
+	return store.KillUserProcesses(ctx, u.UID, tmp)
+}
+
+// seal lets the engine seal the stopped build's data dir and drops the
+// server's record.
+func seal(ctx context.Context, u store.User, eng engine.Engine, r *recipe.Recipe, tmp string, o Options) error {
 	if sl, ok := eng.(engine.Sealer); ok {
 		o.Progress.Step("seal")
 		var sealing *engine.Server

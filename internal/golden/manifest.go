@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/store"
 )
 
@@ -218,23 +219,63 @@ func listFilesKnown(root string, known map[string]string) ([]File, int64, error)
 	var mu sync.Mutex
 	var firstErr error
 	sem := make(chan struct{}, 2)
-	for i := range files {
-		if !fs.FileMode(files[i].Mode).IsRegular() {
-			continue
-		}
-		total += files[i].Size
+	sum := func(f *File, known string) {
 		wg.Add(1)
 		sem <- struct{}{}
-		go func(f *File) {
+		go func() {
 			defer func() { <-sem; wg.Done() }()
-			sum, err := syncAndSum(filepath.Join(root, f.Path), known[f.Path])
+			sum, err := syncAndSum(filepath.Join(root, f.Path), known)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
 			f.SHA256 = sum
-		}(&files[i])
+		}()
+	}
+	// A file in the same blocks as a file of the same name and size
+	// already summed (a slot's copy of its database's file: shareTwins)
+	// has its sum: those go second, and only files without such a twin
+	// are read.
+	var later []int
+	seen := map[string]bool{}
+	for i := range files {
+		if !fs.FileMode(files[i].Mode).IsRegular() {
+			continue
+		}
+		total += files[i].Size
+		k := twinKey(filepath.Base(files[i].Path), files[i].Size)
+		if seen[k] && known[files[i].Path] == "" && files[i].Size >= 8192 {
+			later = append(later, i)
+			continue
+		}
+		seen[k] = true
+		sum(&files[i], known[files[i].Path])
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return files, total, firstErr
+	}
+	summed := map[string][]int{}
+	for i := range files {
+		if fs.FileMode(files[i].Mode).IsRegular() && files[i].SHA256 != "" {
+			k := twinKey(filepath.Base(files[i].Path), files[i].Size)
+			if len(summed[k]) < maxTwinSources {
+				summed[k] = append(summed[k], i)
+			}
+		}
+	}
+	for _, i := range later {
+		f := &files[i]
+		k := twinKey(filepath.Base(f.Path), f.Size)
+		twinSum := ""
+		for _, j := range summed[k] {
+			if fsutil.SameBlocksPath(filepath.Join(root, files[j].Path), filepath.Join(root, f.Path)) {
+				twinSum = files[j].SHA256
+				break
+			}
+		}
+		sum(f, twinSum)
 	}
 	wg.Wait()
 	return files, total, firstErr

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/fsutil"
 	"github.com/dbfork/dbfork/internal/recipe"
 	"github.com/dbfork/dbfork/internal/store"
 )
@@ -53,11 +54,95 @@ func addSlots(ctx context.Context, u store.User, eng engine.Engine, r *recipe.Re
 	if err := makeSlots(ctx, eng, started, r, o); err != nil {
 		return err
 	}
-	if err := stopAndSeal(ctx, u, eng, started, r, tmp, o); err != nil {
+	if err := stopClean(ctx, u, eng, started, tmp, o); err != nil {
 		return err
 	}
 	*srv = nil
-	return nil
+	if n := shareTwins(ctx, filepath.Join(tmp, "data")); n > 0 {
+		o.Log.Info("slots share their files' blocks with the database", "bytes", n)
+	}
+	if err := ctx.Err(); err != nil {
+		return err // interrupted: the build is discarded
+	}
+	return seal(ctx, u, eng, r, tmp, o)
+}
+
+// twinKey groups the files that may be copies of one another: a
+// database's files and their copies in each slot have the same name
+// (relation file node) and size, in another directory.
+func twinKey(name string, size int64) string { return fmt.Sprintf("%s/%d", name, size) }
+
+// shareTwins makes each regular file of data share its blocks with the
+// first file of the same name and size where their bytes are equal
+// (FIDEDUPERANGE: the kernel compares, so nothing changes what a file
+// reads), unless they share them already (PostgreSQL 18 cloned the
+// slots). Then the seal and the checksums see twins by their blocks
+// (fsutil.SameBlocks) and do not read them: a slot copied byte by byte
+// (PostgreSQL 15) is read once, by the kernel's compare, instead of by
+// the seal and by SHA-256. It is only a saving: where the filesystem
+// cannot, files stay as they are. It returns the bytes shared.
+func shareTwins(ctx context.Context, data string) (shared int64) {
+	first := map[string][]string{}
+	_ = filepath.WalkDir(data, func(p string, d fs.DirEntry, err error) error {
+		if ctx.Err() != nil {
+			return fs.SkipAll // addSlots fails on the same ctx
+		}
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil || fi.Size() < 8192 {
+			return nil
+		}
+		k := twinKey(d.Name(), fi.Size())
+		for _, src := range first[k] {
+			n, err := dedupeOnto(ctx, src, p)
+			if err == nil {
+				shared += n
+				return nil
+			}
+			if !errors.Is(err, fsutil.ErrDiffer) {
+				return fs.SkipAll // the filesystem cannot: stop trying
+			}
+		}
+		// A content of its own (template1's catalogs have the names and
+		// often the sizes of the database's): another file to compare
+		// with, a few per name.
+		if len(first[k]) < maxTwinSources {
+			first[k] = append(first[k], p)
+		}
+		return nil
+	})
+	return shared
+}
+
+// maxTwinSources bounds the distinct contents a name is compared with.
+const maxTwinSources = 3
+
+// dedupeOnto shares src's blocks with dst where their bytes are equal,
+// and says how many bytes dst now shares with src.
+func dedupeOnto(ctx context.Context, src, dst string) (int64, error) {
+	s, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	d, err := os.OpenFile(dst, os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	if fsutil.SameBlocks(s, d) {
+		return 0, nil
+	}
+	if err := fsutil.Dedupe(ctx, s, d); err != nil {
+		return 0, err
+	}
+	fi, err := d.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }
 
 // makeSlots makes the recipe's slots in the running build server: the
@@ -103,6 +188,10 @@ func shareIdentical(data string, files []File, r *recipe.Recipe) (shared int64) 
 		src, ok := first[k]
 		if !ok {
 			first[k] = f.Path
+			continue
+		}
+		if fsutil.SameBlocksPath(filepath.Join(data, src), filepath.Join(data, f.Path)) {
+			shared += f.Size // shared already (shareTwins, or cloned by the server)
 			continue
 		}
 		if err := cloneOnto(filepath.Join(data, src), filepath.Join(data, f.Path)); err != nil {

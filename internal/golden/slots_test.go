@@ -83,6 +83,11 @@ func TestBuildSlots(t *testing.T) {
 	if shared < len(big) {
 		t.Errorf("%d of %d big database files share extents, want all", shared, len(big))
 	}
+	// The sums the build took from a file's twin (same blocks) instead
+	// of reading it are the files' sums.
+	if probs, err := golden.Verify(res.Golden, true); err != nil || len(probs) > 0 {
+		t.Fatalf("golden with slots does not verify: %v %v", err, probs)
+	}
 }
 
 func psqlOut(env []string, sql string) (string, error) {

@@ -15,7 +15,18 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/engine"
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
+
+// markStamped marks the file at path stamped (engine.MarkStamped).
+func markStamped(path string) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	engine.MarkStamped(f)
+}
 
 // Page stamping. Every page PostgreSQL writes through the WAL carries the
 // WAL position of its last change (pd_lsn), and every tuple the id of the
@@ -77,6 +88,28 @@ func stampRelations(dataDir string, checkpointLSN uint64) (stampStats, error) {
 	if checkpointLSN <= stampLSN || binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
 		return st, nil // no position to stamp below; big-endian layouts not handled
 	}
+	// Stamped files by name and size: a file in the same blocks as one
+	// of them (a slot's copy of its database's file, cloned or
+	// deduplicated by the build) reads the same, stamped: it is marked,
+	// not read.
+	stamped := map[string][]string{}
+	twin := func(path, name string) bool {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return false
+		}
+		k := name + "/" + strconv.FormatInt(fi.Size(), 10)
+		for _, t := range stamped[k] {
+			if fsutil.SameBlocksPath(t, path) {
+				markStamped(path)
+				return true
+			}
+		}
+		if len(stamped[k]) < 3 {
+			stamped[k] = append(stamped[k], path)
+		}
+		return false
+	}
 	for _, top := range []string{"base", "global"} {
 		err := filepath.WalkDir(filepath.Join(dataDir, top), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -102,10 +135,18 @@ func stampRelations(dataDir string, checkpointLSN uint64) (stampStats, error) {
 				}
 				kind = classify(first)
 			}
-			if kind == kindSkip || engine.StampedAlready(path) {
+			if kind == kindSkip {
 				return nil
 			}
-			return stampRelationFile(path, uint32(seg*relSegSize), kind, checkpointLSN, &st)
+			if engine.StampedAlready(path) {
+				twin(path, d.Name())
+				return nil
+			}
+			if twin(path, d.Name()) {
+				return nil
+			}
+			err = stampRelationFile(path, uint32(seg*relSegSize), kind, checkpointLSN, &st)
+			return err
 		})
 		if err != nil {
 			return st, fmt.Errorf("stamp pages: %w", err)
