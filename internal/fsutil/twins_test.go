@@ -12,10 +12,10 @@ import (
 	"github.com/dbfork/dbfork/internal/testenv"
 )
 
-// SameBlocks holds for a reflinked copy and for a deduplicated one, never
-// for a byte copy or a file that differs; Dedupe shares only equal bytes
-// and says when they differ.
-func TestSameBlocksAndDedupe(t *testing.T) {
+// SameBlocks holds for a reflinked copy and for one CloneIfEqual cloned,
+// never for a byte copy or a file that differs; CloneIfEqual clones only
+// equal bytes and says when they differ.
+func TestSameBlocksAndCloneIfEqual(t *testing.T) {
 	mnt := testenv.LoopFS(t, "xfs", 300<<20)
 	data := make([]byte, 20<<20+12345) // more than one dedupe call, a partial last block
 	for i := range data {
@@ -52,23 +52,23 @@ func TestSameBlocksAndDedupe(t *testing.T) {
 	if fsutil.SameBlocks(s, open(copied)) {
 		t.Error("a byte copy is in the same blocks before any dedupe")
 	}
-	if err := fsutil.Dedupe(context.Background(), s, open(copied)); err != nil {
-		t.Fatalf("dedupe of an equal copy: %v", err)
+	if err := fsutil.CloneIfEqual(context.Background(), s, open(copied)); err != nil {
+		t.Fatalf("clone of an equal copy: %v", err)
 	}
 	if !fsutil.SameBlocks(s, open(copied)) {
-		t.Error("an equal copy deduplicated is not in the same blocks")
+		t.Error("an equal copy cloned is not in the same blocks")
 	}
 	if got, err := os.ReadFile(copied); err != nil || string(got) != string(data) {
-		t.Fatalf("the deduplicated copy reads differently: %v", err)
+		t.Fatalf("the cloned copy reads differently: %v", err)
 	}
-	if err := fsutil.Dedupe(context.Background(), s, open(other)); !errors.Is(err, fsutil.ErrDiffer) {
-		t.Fatalf("dedupe of a file that differs in its last block: %v, want ErrDiffer", err)
+	if err := fsutil.CloneIfEqual(context.Background(), s, open(other)); !errors.Is(err, fsutil.ErrDiffer) {
+		t.Fatalf("clone of a file that differs in its last block: %v, want ErrDiffer", err)
 	}
 	if fsutil.SameBlocks(s, open(other)) {
 		t.Error("a file that differs is in the same blocks")
 	}
 	if got, err := os.ReadFile(other); err != nil || string(got) != string(changed) {
-		t.Fatalf("dedupe changed what a differing file reads: %v", err)
+		t.Fatalf("CloneIfEqual changed what a differing file reads: %v", err)
 	}
 	if !fsutil.SameBlocksPath(src, clone) || fsutil.SameBlocksPath(src, other) {
 		t.Error("SameBlocksPath disagrees with SameBlocks")

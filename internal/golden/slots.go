@@ -74,12 +74,13 @@ func twinKey(name string, size int64) string { return fmt.Sprintf("%s/%d", name,
 
 // shareTwins makes each regular file of data share its blocks with the
 // first file of the same name and size where their bytes are equal
-// (FIDEDUPERANGE: the kernel compares, so nothing changes what a file
-// reads), unless they share them already (PostgreSQL 18 cloned the
+// (fsutil.CloneIfEqual: compared, then cloned, so nothing changes what a
+// file reads; the build's server is stopped and its uid has no process
+// left), unless they share them already (PostgreSQL 18 cloned the
 // slots). Then the seal and the checksums see twins by their blocks
 // (fsutil.SameBlocks) and do not read them: a slot copied byte by byte
-// (PostgreSQL 15) is read once, by the kernel's compare, instead of by
-// the seal and by SHA-256. It is only a saving: where the filesystem
+// (PostgreSQL 15) is read once, by the compare, instead of by the seal
+// (which rewrote it) and by SHA-256. It is only a saving: where the filesystem
 // cannot, files stay as they are. It returns the bytes shared.
 func shareTwins(ctx context.Context, data string) (shared int64) {
 	first := map[string][]string{}
@@ -96,7 +97,7 @@ func shareTwins(ctx context.Context, data string) (shared int64) {
 		}
 		k := twinKey(d.Name(), fi.Size())
 		for _, src := range first[k] {
-			n, err := dedupeOnto(ctx, src, p)
+			n, err := cloneTwin(ctx, src, p)
 			if err == nil {
 				shared += n
 				return nil
@@ -119,9 +120,9 @@ func shareTwins(ctx context.Context, data string) (shared int64) {
 // maxTwinSources bounds the distinct contents a name is compared with.
 const maxTwinSources = 3
 
-// dedupeOnto shares src's blocks with dst where their bytes are equal,
+// cloneTwin makes dst share src's blocks where their bytes are equal,
 // and says how many bytes dst now shares with src.
-func dedupeOnto(ctx context.Context, src, dst string) (int64, error) {
+func cloneTwin(ctx context.Context, src, dst string) (int64, error) {
 	s, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return 0, err
@@ -135,7 +136,7 @@ func dedupeOnto(ctx context.Context, src, dst string) (int64, error) {
 	if fsutil.SameBlocks(s, d) {
 		return 0, nil
 	}
-	if err := fsutil.Dedupe(ctx, s, d); err != nil {
+	if err := fsutil.CloneIfEqual(ctx, s, d); err != nil {
 		return 0, err
 	}
 	fi, err := d.Stat()
