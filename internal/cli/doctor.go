@@ -76,10 +76,10 @@ func newDoctorCmd(g *globals) *cobra.Command {
 				for _, gd := range all {
 					if gd.Manifest.Intermediate != nil {
 						gs.Intermediate++
-						gs.IntermediateBytes += gd.Manifest.TotalBytes
+						gs.IntermediateBytes += gd.Manifest.Disk()
 					} else {
 						gs.Count++
-						gs.Bytes += gd.Manifest.TotalBytes
+						gs.Bytes += gd.Manifest.Disk()
 					}
 				}
 			}

@@ -103,6 +103,7 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 		EngineVersion string    `json:"engine_version"`
 		Recipe        string    `json:"recipe"`
 		TotalBytes    int64     `json:"total_bytes"`
+		DiskBytes     int64     `json:"disk_bytes"` // on disk, blocks shared within the golden once
 		Created       time.Time `json:"created"`
 		Dir           string    `json:"dir"`
 		Origin        string    `json:"origin"` // "build", or where it was pulled or imported from
@@ -116,7 +117,7 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 	}{Goldens: []gv{}, Instances: []instance.View{}}
 	for _, x := range goldens {
 		m := x.Manifest
-		out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Created, x.Dir, golden.Origin(x), m.Intermediate})
+		out.Goldens = append(out.Goldens, gv{x.Key, m.Engine, m.EngineVersion, m.Recipe, m.TotalBytes, m.Disk(), m.Created, x.Dir, golden.Origin(x), m.Intermediate})
 	}
 	out.Instances = append(out.Instances, views...)
 	return printJSON(g.stdout, out)
@@ -124,7 +125,7 @@ func printLsJSON(g *globals, goldens []*golden.Golden, views []instance.View) er
 
 func printLsTable(g *globals, goldens []*golden.Golden, views []instance.View) error {
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "GOLDEN\tENGINE\tSIZE\tCREATED\tRECIPE\tORIGIN")
+	fmt.Fprintln(w, "GOLDEN\tENGINE\tDISK\tCREATED\tRECIPE\tORIGIN")
 	for _, x := range goldens {
 		m := x.Manifest
 		recipe := m.Recipe
@@ -132,7 +133,7 @@ func printLsTable(g *globals, goldens []*golden.Golden, views []instance.View) e
 			recipe += fmt.Sprintf(" (intermediate: after step %d/%d)", st.Step, st.Steps)
 		}
 		fmt.Fprintf(w, "%s\t%s %s\t%s\t%s\t%s\t%s\n", x.Key[:12], m.Engine, shortVersion(m.EngineVersion),
-			humanBytes(m.TotalBytes), m.Created.Local().Format("2006-01-02 15:04"), recipe, shortOrigin(golden.Origin(x)))
+			humanBytes(m.Disk()), m.Created.Local().Format("2006-01-02 15:04"), recipe, shortOrigin(golden.Origin(x)))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "INSTANCE\tGOLDEN\tBACKEND\tSTATUS\tPORT\tDSN")

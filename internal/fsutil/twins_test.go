@@ -74,3 +74,43 @@ func TestSameBlocksAndCloneIfEqual(t *testing.T) {
 		t.Error("SameBlocksPath disagrees with SameBlocks")
 	}
 }
+
+// DistinctBytes counts blocks shared within the dir once: a reflinked
+// copy adds nothing, a byte copy its size.
+func TestDistinctBytes(t *testing.T) {
+	mnt := testenv.LoopFS(t, "xfs", 300<<20)
+	dir := filepath.Join(mnt, "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 8<<20)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	src := filepath.Join(dir, "a")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		n, err := fsutil.DistinctBytes(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := size(); n != int64(len(data)) {
+		t.Fatalf("one 8 MiB file: %d bytes", n)
+	}
+	if out, err := exec.Command("cp", "--reflink=always", src, filepath.Join(dir, "clone")).CombinedOutput(); err != nil {
+		t.Fatalf("cp --reflink: %v %s", err, out)
+	}
+	if n := size(); n != int64(len(data)) {
+		t.Fatalf("with a reflinked copy: %d bytes, want %d", n, len(data))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "copy"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := size(); n != 2*int64(len(data)) {
+		t.Fatalf("with a byte copy too: %d bytes, want %d", n, 2*len(data))
+	}
+}

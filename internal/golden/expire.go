@@ -168,7 +168,7 @@ func Expire(s *store.Store, rule ExpiryRule, now time.Time) ([]Expired, error) {
 	sort.Slice(cs, func(i, j int) bool { return cs[i].used.Before(cs[j].used) })
 	var total int64
 	for _, c := range cs {
-		total += c.g.Manifest.TotalBytes
+		total += c.g.Manifest.Disk()
 	}
 	protected := func(c *cand) bool {
 		return rule.InUse[c.g.Key] || Pinned(s, c.g.Key) || now.Sub(c.used) < rule.MinIdle
@@ -191,12 +191,12 @@ func Expire(s *store.Store, rule ExpiryRule, now time.Time) ([]Expired, error) {
 			continue
 		}
 		removed[c.g.Key] = true
-		total -= c.g.Manifest.TotalBytes
+		total -= c.g.Manifest.Disk()
 		reason := fmt.Sprintf("not among the last %d goldens of its recipe", rule.Keep)
 		if c.g.Manifest.Intermediate != nil {
 			reason = fmt.Sprintf("intermediate golden no kept golden was built from, not among the last %d of its recipe", rule.Keep)
 		}
-		out = append(out, Expired{Key: c.g.Key, Recipe: c.recipe, LastUsed: c.used, Bytes: c.g.Manifest.TotalBytes, Reason: reason})
+		out = append(out, Expired{Key: c.g.Key, Recipe: c.recipe, LastUsed: c.used, Bytes: c.g.Manifest.Disk(), Reason: reason})
 	}
 	if rule.Budget > 0 {
 		for _, c := range cs {
@@ -207,8 +207,8 @@ func Expire(s *store.Store, rule ExpiryRule, now time.Time) ([]Expired, error) {
 				continue
 			}
 			removed[c.g.Key] = true
-			total -= c.g.Manifest.TotalBytes
-			out = append(out, Expired{Key: c.g.Key, Recipe: c.recipe, LastUsed: c.used, Bytes: c.g.Manifest.TotalBytes,
+			total -= c.g.Manifest.Disk()
+			out = append(out, Expired{Key: c.g.Key, Recipe: c.recipe, LastUsed: c.used, Bytes: c.g.Manifest.Disk(),
 				Reason: "least recently used beyond the store's budget"})
 		}
 	}

@@ -36,6 +36,11 @@ type Manifest struct {
 	Created       time.Time         `json:"created"`
 	BuildSeconds  float64           `json:"build_seconds"`
 	TotalBytes    int64             `json:"total_bytes"`
+	// DiskBytes is what the data dir's files take on disk, blocks they
+	// share with one another counted once (a golden with slots: its
+	// database 1+N times in TotalBytes, about once here); 0 in goldens
+	// published before it was recorded (Disk then says TotalBytes).
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
 	Files         []File            `json:"files"`
 	// GroupShared: the files are the server user's, with the owner's
 	// rights given to its group too (see Share), as every golden made as
@@ -70,6 +75,16 @@ type File struct {
 	Mode   uint32 `json:"mode"`
 	SHA256 string `json:"sha256,omitempty"` // regular files
 	Link   string `json:"link,omitempty"`   // symlinks
+}
+
+// Disk is what the golden takes on disk as far as its manifest knows:
+// DiskBytes where recorded, else TotalBytes. Budgets, listings and gc
+// count this, not the apparent size.
+func (m *Manifest) Disk() int64 {
+	if m.DiskBytes > 0 {
+		return m.DiskBytes
+	}
+	return m.TotalBytes
 }
 
 // Golden is a published golden.

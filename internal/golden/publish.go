@@ -92,6 +92,9 @@ func Publish(s *store.Store, tmp string, m *Manifest, phase string) (*Golden, er
 	if err := backend.FreezeDataDir(data); err != nil {
 		return nil, fmt.Errorf("make golden read-only: %w", err)
 	}
+	if n, err := fsutil.DistinctBytes(data); err == nil {
+		m.DiskBytes = n
+	}
 	mdata, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err

@@ -83,6 +83,14 @@ func TestBuildSlots(t *testing.T) {
 	if shared < len(big) {
 		t.Errorf("%d of %d big database files share extents, want all", shared, len(big))
 	}
+	// On disk the golden holds its database about once, and says so
+	// (what ls shows and gc's budget counts).
+	if m.DiskBytes <= 0 || m.Disk() > m.TotalBytes*6/10 {
+		t.Errorf("disk bytes %d of %d apparent: the slots' shared blocks counted again", m.DiskBytes, m.TotalBytes)
+	}
+	if pm := plain.Golden.Manifest; pm.DiskBytes <= 0 || pm.DiskBytes > pm.TotalBytes+1<<20 {
+		t.Errorf("golden without slots: disk bytes %d, apparent %d", pm.DiskBytes, pm.TotalBytes)
+	}
 	// The sums the build took from a file's twin (same blocks) instead
 	// of reading it are the files' sums.
 	if probs, err := golden.Verify(res.Golden, true); err != nil || len(probs) > 0 {
