@@ -40,8 +40,8 @@ type Manifest struct {
 	// share with one another counted once (a golden with slots: its
 	// database 1+N times in TotalBytes, about once here); 0 in goldens
 	// published before it was recorded (Disk then says TotalBytes).
-	DiskBytes int64 `json:"disk_bytes,omitempty"`
-	Files         []File            `json:"files"`
+	DiskBytes int64  `json:"disk_bytes,omitempty"`
+	Files     []File `json:"files"`
 	// GroupShared: the files are the server user's, with the owner's
 	// rights given to its group too (see Share), as every golden made as
 	// root since per-instance uids.
