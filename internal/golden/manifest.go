@@ -1,7 +1,6 @@
 package golden
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -110,11 +109,11 @@ func Lookup(s *store.Store, key string) (*Golden, error) {
 	if err != nil {
 		return nil, err
 	}
-	var m Manifest
-	if err := json.Unmarshal(data, &m); err != nil {
+	m, err := decodeManifest(data)
+	if err != nil {
 		return nil, fmt.Errorf("golden %s: bad manifest: %w (remove it with `dbfork gc` and rebuild)", short(key), err)
 	}
-	return &Golden{Key: key, Dir: dir, Manifest: &m}, nil
+	return &Golden{Key: key, Dir: dir, Manifest: m}, nil
 }
 
 // Find resolves a unique key prefix (at least 6 characters).
