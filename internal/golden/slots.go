@@ -80,8 +80,9 @@ func twinKey(name string, size int64) string { return fmt.Sprintf("%s/%d", name,
 // slots). Then the seal and the checksums see twins by their blocks
 // (fsutil.SameBlocks) and do not read them: a slot copied byte by byte
 // (PostgreSQL 15) is read once, by the compare, instead of by the seal
-// (which rewrote it) and by SHA-256. It is only a saving: where the filesystem
-// cannot, files stay as they are. It returns the bytes shared.
+// (which rewrote it) and by SHA-256. It is only a saving: where the
+// filesystem cannot, files stay as they are. It returns the bytes
+// shared.
 func shareTwins(ctx context.Context, data string) (shared int64) {
 	first := map[string][]string{}
 	_ = filepath.WalkDir(data, func(p string, d fs.DirEntry, err error) error {

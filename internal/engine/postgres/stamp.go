@@ -18,16 +18,6 @@ import (
 	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
-// markStamped marks the file at path stamped (engine.MarkStamped).
-func markStamped(path string) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	engine.MarkStamped(f)
-}
-
 // Page stamping. Every page PostgreSQL writes through the WAL carries the
 // WAL position of its last change (pd_lsn), and every tuple the id of the
 // transaction that inserted it (t_xmin, kept after freezing). A recipe
@@ -93,14 +83,17 @@ func stampRelations(dataDir string, checkpointLSN uint64) (stampStats, error) {
 	// deduplicated by the build) reads the same, stamped: it is marked,
 	// not read.
 	stamped := map[string][]string{}
-	twin := func(path, name string) bool {
+	// twin marks path stamped when it shares its blocks with a stamped
+	// file of its name and size (compare), and otherwise remembers it as
+	// one (it is, or is about to be, stamped).
+	twin := func(path, name string, compare bool) bool {
 		fi, err := os.Lstat(path)
 		if err != nil {
 			return false
 		}
 		k := name + "/" + strconv.FormatInt(fi.Size(), 10)
 		for _, t := range stamped[k] {
-			if fsutil.SameBlocksPath(t, path) {
+			if compare && fsutil.SameBlocksPath(t, path) {
 				markStamped(path)
 				return true
 			}
@@ -139,14 +132,13 @@ func stampRelations(dataDir string, checkpointLSN uint64) (stampStats, error) {
 				return nil
 			}
 			if engine.StampedAlready(path) {
-				twin(path, d.Name())
+				twin(path, d.Name(), false)
 				return nil
 			}
-			if twin(path, d.Name()) {
+			if twin(path, d.Name(), true) {
 				return nil
 			}
-			err = stampRelationFile(path, uint32(seg*relSegSize), kind, checkpointLSN, &st)
-			return err
+			return stampRelationFile(path, uint32(seg*relSegSize), kind, checkpointLSN, &st)
 		})
 		if err != nil {
 			return st, fmt.Errorf("stamp pages: %w", err)
@@ -350,4 +342,14 @@ func classify(path string) relKind {
 		return kindBtree
 	}
 	return kindSkip
+}
+
+// markStamped marks the file at path stamped (engine.MarkStamped).
+func markStamped(path string) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	engine.MarkStamped(f)
 }
