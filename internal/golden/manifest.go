@@ -1,6 +1,7 @@
 package golden
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,6 +21,15 @@ import (
 // not exist.
 const ManifestName = "manifest.json"
 
+// UsageName is the file beside the manifest saying what the golden takes
+// on this store's disk ({"disk_bytes": N}), written when it is published.
+const UsageName = "usage.json"
+
+// usage is the content of UsageName.
+type usage struct {
+	DiskBytes int64 `json:"disk_bytes"`
+}
+
 // Manifest describes a complete golden.
 type Manifest struct {
 	Format        int               `json:"format"`
@@ -35,11 +45,13 @@ type Manifest struct {
 	Created       time.Time         `json:"created"`
 	BuildSeconds  float64           `json:"build_seconds"`
 	TotalBytes    int64             `json:"total_bytes"`
-	// DiskBytes is what the data dir's files take on disk, blocks they
-	// share with one another counted once (a golden with slots: its
-	// database 1+N times in TotalBytes, about once here); 0 in goldens
-	// published before it was recorded (Disk then says TotalBytes).
-	DiskBytes int64  `json:"disk_bytes,omitempty"`
+	// DiskBytes is what the data dir's files take on this store's disk,
+	// blocks they share with one another counted once (a golden with
+	// slots: its database 1+N times in TotalBytes, about once here). It
+	// depends on the store, not on the data, so it is kept beside the
+	// manifest (UsageName), never in it: a pushed manifest is the same
+	// from every store. 0 where unknown (Disk then says TotalBytes).
+	DiskBytes int64 `json:"-"`
 	Files     []File `json:"files"`
 	// GroupShared: the files are the server user's, with the owner's
 	// rights given to its group too (see Share), as every golden made as
@@ -112,6 +124,12 @@ func Lookup(s *store.Store, key string) (*Golden, error) {
 	m, err := decodeManifest(data)
 	if err != nil {
 		return nil, fmt.Errorf("golden %s: bad manifest: %w (remove it with `dbfork gc` and rebuild)", short(key), err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, UsageName)); err == nil {
+		var u usage
+		if json.Unmarshal(b, &u) == nil {
+			m.DiskBytes = u.DiskBytes
+		}
 	}
 	return &Golden{Key: key, Dir: dir, Manifest: m}, nil
 }

@@ -93,7 +93,10 @@ func Publish(s *store.Store, tmp string, m *Manifest, phase string) (*Golden, er
 		return nil, fmt.Errorf("make golden read-only: %w", err)
 	}
 	if n, err := fsutil.DistinctBytes(data); err == nil {
-		m.DiskBytes = n
+		// Before the manifest: a golden is complete once that is there.
+		if b, err := json.Marshal(usage{n}); err == nil && fsutil.WriteFileAtomic(filepath.Join(tmp, UsageName), b, 0o644) == nil {
+			m.DiskBytes = n
+		}
 	}
 	mdata, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {

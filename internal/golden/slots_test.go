@@ -91,6 +91,15 @@ func TestBuildSlots(t *testing.T) {
 	if pm := plain.Golden.Manifest; pm.DiskBytes <= 0 || pm.DiskBytes > pm.TotalBytes+1<<20 {
 		t.Errorf("golden without slots: disk bytes %d, apparent %d", pm.DiskBytes, pm.TotalBytes)
 	}
+	// Kept beside the manifest, not in it (a pushed manifest is the same
+	// from every store), and read back with it.
+	again, err := golden.Lookup(s, res.Golden.Key)
+	if err != nil || again.Manifest.DiskBytes != m.DiskBytes {
+		t.Errorf("looked up again: disk bytes %v (%v), want %d", again, err, m.DiskBytes)
+	}
+	if raw, err := os.ReadFile(filepath.Join(res.Golden.Dir, golden.ManifestName)); err != nil || strings.Contains(string(raw), "disk") {
+		t.Errorf("the manifest names the store's disk use (%v)", err)
+	}
 	// The sums the build took from a file's twin (same blocks) instead
 	// of reading it are the files' sums.
 	if probs, err := golden.Verify(res.Golden, true); err != nil || len(probs) > 0 {
