@@ -51,7 +51,7 @@ type Manifest struct {
 	// depends on the store, not on the data, so it is kept beside the
 	// manifest (UsageName), never in it: a pushed manifest is the same
 	// from every store. 0 where unknown (Disk then says TotalBytes).
-	DiskBytes int64 `json:"-"`
+	DiskBytes int64  `json:"-"`
 	Files     []File `json:"files"`
 	// GroupShared: the files are the server user's, with the owner's
 	// rights given to its group too (see Share), as every golden made as
