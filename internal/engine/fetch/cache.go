@@ -61,7 +61,9 @@ func (c *Cache) notify(format string, a ...any) {
 	}
 }
 
-// List returns the installed builds (those with a manifest).
+// List returns the installed builds (those with a manifest), their
+// manifests without the file lists (readManifestHead): Find and
+// ListChecked read the whole manifest of what they check.
 func (c *Cache) List() ([]Installed, error) {
 	entries, err := os.ReadDir(c.o.Dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -76,7 +78,7 @@ func (c *Cache) List() ([]Installed, error) {
 			continue
 		}
 		dir := filepath.Join(c.o.Dir, e.Name())
-		m, err := readManifest(dir)
+		m, err := readManifestHead(dir)
 		if err != nil || m.Arch != Arch() {
 			continue
 		}
@@ -91,6 +93,10 @@ func (c *Cache) List() ([]Installed, error) {
 func (c *Cache) ListChecked() ([]Installed, error) {
 	all, err := c.List()
 	for i := range all {
+		if err := all[i].whole(); err != nil {
+			all[i].Damaged = err.Error()
+			continue
+		}
 		if err := all[i].Manifest.check(all[i].Dir, false); err != nil {
 			all[i].Damaged = err.Error()
 		}
@@ -115,7 +121,11 @@ func (c *Cache) Find(engine, want string) (*Installed, error) {
 	if best == nil {
 		return nil, nil
 	}
-	if err := best.Manifest.check(best.Dir, false); err != nil {
+	err = best.whole()
+	if err == nil {
+		err = best.Manifest.check(best.Dir, false)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("cached engine %s is damaged (%v); remove it with `dbfork engine rm %s@%s` and fetch it again", best.Name, err, engine, best.Version)
 	}
 	return best, nil
@@ -249,5 +259,22 @@ func (c *Cache) removeStaleLocks() error {
 	return nil
 }
 
+// whole reads in's manifest with its file list (List reads heads).
+func (in *Installed) whole() error {
+	m, err := readManifest(in.Dir)
+	if err != nil {
+		return err
+	}
+	in.Manifest = *m
+	return nil
+}
+
 // Verify checks every file of a cached build against its manifest.
-func (c *Cache) Verify(in *Installed) error { return in.Manifest.check(in.Dir, true) }
+func (c *Cache) Verify(in *Installed) error {
+	if in.Files == nil {
+		if err := in.whole(); err != nil {
+			return err
+		}
+	}
+	return in.Manifest.check(in.Dir, true)
+}

@@ -2,8 +2,10 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,6 +126,28 @@ func debianWrapper(dir string) bool {
 	return err == nil && filepath.Base(real) == "pg_wrapper" && len(debianBindirs()) > 0
 }
 
+// debianPgConfig says whether the pg_config on PATH is Debian's
+// (postgresql-common's /usr/bin/pg_config: a shell script that runs the
+// newest /usr/lib/postgresql/*/bin/pg_config). Those dirs are candidates
+// of their own, newest first, so its answer is one of them; asking costs
+// a shell, ls and tail on every open (~10 ms), and a script's answer is
+// not remembered across runs (engine.Probe).
+func debianPgConfig() bool {
+	p, err := exec.LookPath("pg_config")
+	if err != nil {
+		return false
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 2048)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	return bytes.HasPrefix(head, []byte("#!")) && bytes.Contains(head, []byte(`PGBINROOT="/usr/lib/postgresql/"`)) && len(debianBindirs()) > 0
+}
+
 func debianBindirs() []string {
 	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	return m
@@ -131,8 +155,10 @@ func debianBindirs() []string {
 
 func candidates(ctx context.Context) []string {
 	var dirs []string
-	if out, err := engine.Probe(ctx, "pg_config", "--bindir"); err == nil {
-		dirs = append(dirs, strings.TrimSpace(string(out)))
+	if !debianPgConfig() {
+		if out, err := engine.Probe(ctx, "pg_config", "--bindir"); err == nil {
+			dirs = append(dirs, strings.TrimSpace(string(out)))
+		}
 	}
 	for _, b := range []string{"postgres", "initdb", "psql"} {
 		if p, err := exec.LookPath(b); err == nil {
