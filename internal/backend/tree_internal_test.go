@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -29,7 +30,7 @@ func TestCopyTreeHandsOverLast(t *testing.T) {
 		}
 	}
 	_ = filepath.Walk(src, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })
-	checked := 0
+	var checked atomic.Int32
 	err := copyTree(src, dst, func(in, out *os.File) error {
 		for d := filepath.Dir(out.Name()); strings.HasPrefix(d, dst); d = filepath.Dir(d) {
 			var st syscall.Stat_t
@@ -40,11 +41,11 @@ func TestCopyTreeHandsOverLast(t *testing.T) {
 				t.Errorf("copying %s while %s is owned by %d with mode %o", out.Name(), d, st.Uid, st.Mode&0o777)
 			}
 		}
-		checked++
+		checked.Add(1)
 		return byteCopy(in, out)
 	})
-	if err != nil || checked != 4 {
-		t.Fatalf("copyTree: %v (%d files)", err, checked)
+	if err != nil || checked.Load() != 4 {
+		t.Fatalf("copyTree: %v (%d files)", err, checked.Load())
 	}
 	_ = filepath.Walk(dst, func(p string, fi os.FileInfo, _ error) error {
 		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 || fi.Mode().Perm() != 0o700 && fi.IsDir() {
