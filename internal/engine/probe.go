@@ -227,5 +227,8 @@ func isELF(f *os.File) bool {
 // forgetProbes drops every answer remembered in this process (tests).
 func forgetProbes() {
 	probes.Range(func(k, _ any) bool { probes.Delete(k); return true })
-	SetProbeCache(probeCache.path)
+	probeCache.Lock()
+	path := probeCache.path
+	probeCache.Unlock()
+	SetProbeCache(path)
 }
