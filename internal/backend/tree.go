@@ -316,62 +316,47 @@ func reflinkFile(in, out *os.File) error {
 // copyXattrsFd copies the extended attributes of the file open at in to
 // the one open at out (p names in in errors).
 func copyXattrsFd(in, out int, p string) error {
-	sz, err := unix.Flistxattr(in, nil)
-	if err != nil || sz == 0 {
-		return nil // no xattrs, or a filesystem without them
-	}
-	names := make([]byte, sz)
-	if sz, err = unix.Flistxattr(in, names); err != nil {
-		return nil
-	}
-	for _, name := range strings.Split(strings.TrimRight(string(names[:sz]), "\x00"), "\x00") {
-		if name == "" {
-			continue
-		}
-		vsz, err := unix.Fgetxattr(in, name, nil)
-		if err != nil {
-			continue
-		}
-		val := make([]byte, vsz)
-		if vsz, err = unix.Fgetxattr(in, name, val); err != nil {
-			continue
-		}
-		if err := unix.Fsetxattr(out, name, val[:vsz], 0); err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EPERM) {
-			return fmt.Errorf("copy xattr %s of %s: %w", name, p, err)
-		}
-	}
-	return nil
+	return copyXattrs(p,
+		func(b []byte) (int, error) { return unix.Flistxattr(in, b) },
+		func(name string, b []byte) (int, error) { return unix.Fgetxattr(in, name, b) },
+		func(name string, val []byte) error { return unix.Fsetxattr(out, name, val, 0) })
 }
 
-// copyXattrsTo copies the extended attributes of src to the open file fd.
+// copyXattrsTo copies the extended attributes of src (no follow) to the
+// open file fd.
 func copyXattrsTo(src string, fd int) error {
-	return xattrsOf(src, func(name string, val []byte) error { return unix.Fsetxattr(fd, name, val, 0) })
+	return copyXattrs(src,
+		func(b []byte) (int, error) { return unix.Llistxattr(src, b) },
+		func(name string, b []byte) (int, error) { return unix.Lgetxattr(src, name, b) },
+		func(name string, val []byte) error { return unix.Fsetxattr(fd, name, val, 0) })
 }
 
-// xattrsOf calls set for each extended attribute of src (no follow).
-func xattrsOf(src string, set func(name string, val []byte) error) error {
-	sz, err := unix.Llistxattr(src, nil)
+// copyXattrs calls set for each extended attribute of p that list names
+// and get reads. Names the kernel refuses to set here (another filesystem's security
+// labels, say) are skipped: the engines keep nothing they need in them.
+func copyXattrs(p string, list func([]byte) (int, error), get func(string, []byte) (int, error), set func(string, []byte) error) error {
+	sz, err := list(nil)
 	if err != nil || sz == 0 {
 		return nil // no xattrs, or a filesystem without them
 	}
 	names := make([]byte, sz)
-	if sz, err = unix.Llistxattr(src, names); err != nil {
+	if sz, err = list(names); err != nil {
 		return nil
 	}
 	for _, name := range strings.Split(strings.TrimRight(string(names[:sz]), "\x00"), "\x00") {
 		if name == "" {
 			continue
 		}
-		vsz, err := unix.Lgetxattr(src, name, nil)
+		vsz, err := get(name, nil)
 		if err != nil {
 			continue
 		}
 		val := make([]byte, vsz)
-		if vsz, err = unix.Lgetxattr(src, name, val); err != nil {
+		if vsz, err = get(name, val); err != nil {
 			continue
 		}
 		if err := set(name, val[:vsz]); err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EPERM) {
-			return fmt.Errorf("copy xattr %s of %s: %w", name, src, err)
+			return fmt.Errorf("copy xattr %s of %s: %w", name, p, err)
 		}
 	}
 	return nil
