@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,9 +26,9 @@ func CopyDataDir(src, dst string) (string, error) {
 			return name, nil
 		}
 	}
-	how := "reflink"
+	var noShare atomic.Bool // files are copied on several goroutines
 	err := copyTree(src, dst, func(in, out *os.File) error {
-		if how == "reflink" {
+		if !noShare.Load() {
 			err := reflinkFile(in, out)
 			if err == nil {
 				return keepMtime(in, out)
@@ -35,14 +36,17 @@ func CopyDataDir(src, dst string) (string, error) {
 			if !cannotShare(err) {
 				return err
 			}
-			how = "copy" // this filesystem cannot: bytes for every file from here
+			noShare.Store(true) // this filesystem cannot: bytes for every file from here
 		}
 		if err := byteCopy(in, out); err != nil {
 			return err
 		}
 		return keepMtime(in, out)
 	})
-	return how, err
+	if noShare.Load() {
+		return "copy", err
+	}
+	return "reflink", err
 }
 
 // keepMtime gives out the modification time of in: the copy holds the
