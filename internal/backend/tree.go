@@ -26,8 +26,9 @@ import (
 // every dir is made root-only (0700) and everything is done through file
 // descriptors: a file gets its mode and owner on the descriptor that
 // created it, a dir once everything below it is final, while its parent
-// is still root's and closed to everyone else. Nothing is looked up by a
-// path another uid could change.
+// is still root's and closed to everyone else. Below dst nothing is
+// looked up by path (openat, mkdirat and symlinkat on open dirs, with
+// O_NOFOLLOW).
 //
 // Directories are copied by up to copyWorkers goroutines: a clone of a
 // golden with database slots has 11,000+ files, and FICLONE, create,
