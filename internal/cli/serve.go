@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -81,6 +82,7 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 	if poolIdle == 0 {
 		poolIdle = -1 // never
 	}
+	spareProcs()
 	d := daemon.New(daemon.Options{Store: s, Log: g.log, OpenEngine: g.openEngine(s), Remote: g.daemonRemote(s), PoolIdle: poolIdle, Sudo: sudoCaller(), Urgent: true})
 	closeDaemon := func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -132,6 +134,21 @@ func serve(ctx context.Context, g *globals, recipes []string, backendName, tcp s
 		return failed
 	}
 	return cerr
+}
+
+// spareProcs gives the daemon's Go scheduler more Ps than cores, unless
+// GOMAXPROCS says otherwise. The daemon's walks of whole clones (restore,
+// clone, the golden's check) run on threads of their own at background
+// priority (proc.Niced), each holding a P while it runs; the kernel puts
+// such a thread behind the tests' work, and with one P per core two of
+// them left the API's goroutines no P until the runtime preempted one
+// (10 ms). A no-op call's p99 at 8 test clients on 2 cores: 15.7–17.2 ms
+// with 2 Ps, 6.6–9.5 ms with 8 (docs/performance.md, session 19).
+func spareProcs() {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 6)
 }
 
 // serveArgs checks --tcp (loopback only) and makes the -f recipe paths
