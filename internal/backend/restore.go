@@ -195,11 +195,16 @@ func (Copy) Restore(ctx context.Context, golden, clone string, m *Marks) (Restor
 type restorer struct {
 	ctx           context.Context
 	golden, clone string
-	old, next     map[string]Mark
-	fileFn        func(src, dst *os.File) error
-	did           Restored
-	tmp           string // a root-only dir in the clone's root for lost subtrees ("" until needed)
-	rootfd        int
+	// marks are the clone's marks, brought up to date in place as the
+	// walk redoes files: a mark still right stays as it is (a walk that
+	// changes nothing writes nothing). A restore that fails leaves them
+	// half updated; the caller drops them then (the clone is cloned anew).
+	marks  map[string]Mark
+	key    []byte // the path of the entry being looked at
+	fileFn func(src, dst *os.File) error
+	did    Restored
+	tmp    string // a root-only dir in the clone's root for lost subtrees ("" until needed)
+	rootfd int
 }
 
 // restoreTree walks golden and clone side by side, top down, and makes
@@ -225,7 +230,10 @@ func restoreTree(ctx context.Context, golden, clone string, m *Marks, fileFn fun
 			return Restored{}, fmt.Errorf("restore clone: take %s back: %w", clone, err)
 		}
 	}
-	r := &restorer{ctx: ctx, golden: filepath.Clean(golden), clone: clone, old: m.Files, next: make(map[string]Mark, len(m.Files)), fileFn: fileFn, rootfd: fd}
+	if m.Files == nil {
+		m.Files = map[string]Mark{}
+	}
+	r := &restorer{ctx: ctx, golden: filepath.Clean(golden), clone: clone, marks: m.Files, fileFn: fileFn, rootfd: fd}
 	err = r.dir(fd, ".")
 	if r.tmp != "" {
 		if rerr := removeAt(fd, filepath.Base(r.tmp)); rerr != nil && err == nil {
@@ -235,7 +243,6 @@ func restoreTree(ctx context.Context, golden, clone string, m *Marks, fileFn fun
 	if err != nil {
 		return r.did, fmt.Errorf("restore clone %s: %w", filepath.Base(clone), err)
 	}
-	m.Files = r.next
 	return r.did, nil
 }
 
@@ -284,10 +291,14 @@ func (r *restorer) entry(dfd int, parent, name string, kind fs.FileMode) error {
 	// and a directory entry's name has no slash. Joined by hand: most
 	// entries stop at the mark check, a clone of a golden with slots has
 	// 11,000 of them, and Join's Clean was a tenth of the walk.
-	rel := name
+	// The mark is looked up with the path built in a buffer: no string
+	// is made for a file that is unchanged.
+	key := r.key[:0]
 	if parent != "." {
-		rel = parent + "/" + name
+		key = append(append(key, parent...), '/')
 	}
+	key = append(key, name...)
+	r.key = key
 	var c unix.Stat_t
 	err := unix.Fstatat(dfd, name, &c, unix.AT_SYMLINK_NOFOLLOW)
 	missing := errors.Is(err, unix.ENOENT)
@@ -295,11 +306,11 @@ func (r *restorer) entry(dfd int, parent, name string, kind fs.FileMode) error {
 		return err
 	}
 	if !missing && kind == 0 && c.Mode&unix.S_IFMT == unix.S_IFREG {
-		if old, ok := r.old[rel]; ok && old == markOf(&c) {
-			r.next[rel] = old
+		if old, ok := r.marks[string(key)]; ok && old == markOf(&c) {
 			return nil
 		}
 	}
+	rel := string(key)
 	gp := r.golden + "/" + rel
 	var g unix.Stat_t
 	if err := unix.Lstat(gp, &g); err != nil {
@@ -397,7 +408,7 @@ func (r *restorer) file(dfd int, name, gp, rel string, g *unix.Stat_t) error {
 	if err := unix.Fstat(fd, &c); err != nil {
 		return err
 	}
-	r.next[rel] = markOf(&c)
+	r.marks[rel] = markOf(&c)
 	r.did.Files++
 	r.did.Bytes += g.Size
 	return nil
@@ -426,7 +437,7 @@ func (r *restorer) subtree(dfd int, name, gp, rel string) error {
 		return fmt.Errorf("restore %s: %w", rel, err)
 	}
 	for p, m := range sub.Files {
-		r.next[filepath.Join(rel, p)] = m
+		r.marks[filepath.Join(rel, p)] = m
 		r.did.Files++
 		r.did.Bytes += m.Size
 	}
