@@ -146,14 +146,12 @@ func decodeMarks(b []byte) (*Marks, error) {
 		b = b[n:]
 		return v
 	}
-	sv := func() int64 {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			b = nil
-			return 0
+	sv := func() int64 { // binary.Varint's zig-zag, over uv
+		u := uv()
+		if u&1 != 0 {
+			return ^int64(u >> 1)
 		}
-		b = b[n:]
-		return v
+		return int64(u >> 1)
 	}
 	count := uv()
 	if b == nil || count > uint64(len(b)) {
