@@ -2,10 +2,12 @@ package daemon_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/api"
 	"github.com/dbfork/dbfork/internal/testenv"
@@ -22,6 +24,28 @@ func refused(t *testing.T, dsn string) {
 	}
 	if !strings.Contains(err.Error(), "not currently accepting connections") {
 		t.Fatalf("connecting to the lease's own database: %v, want \"not currently accepting connections\"", err)
+	}
+}
+
+// expedited checks that the server behind dsn has one admin backend (the
+// daemon's session on "postgres") and that it runs in the lowest
+// real-time class, which its children would not inherit.
+func expedited(t *testing.T, dsn string) {
+	t.Helper()
+	pids := query(t, dsn, "select pid::text from pg_stat_activity where datname = 'postgres' and backend_type = 'client backend'")
+	if len(pids) != 1 {
+		t.Fatalf("admin backends on the server: %v, want one", pids)
+	}
+	pid, err := strconv.Atoi(pids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr, err := unix.SchedGetAttr(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attr.Policy != unix.SCHED_FIFO || attr.Flags&unix.SCHED_FLAG_RESET_ON_FORK == 0 {
+		t.Fatalf("admin backend %d: policy %d flags %#x, want SCHED_FIFO reset on fork", pid, attr.Policy, attr.Flags)
 	}
 }
 
@@ -74,9 +98,11 @@ func TestFreshAdminConnectionSurvivesTests(t *testing.T) {
 	l := w.acquire(api.AcquireRequest{Backend: "copy"})
 	first := fresh(t, w, l.ID, api.ModeSlot)
 	second := fresh(t, w, l.ID, api.ModeSlot) // the admin connection exists now: it closed the first slot
+	expedited(t, second.DSN)
 	exec1(t, second.DSN, "create database made_by_a_test")
 	exec1(t, second.DSN, "select pg_terminate_backend(pid) from pg_stat_activity where pid <> pg_backend_pid() and backend_type = 'client backend'")
-	fresh(t, w, l.ID, api.ModeSlot)
+	third := fresh(t, w, l.ID, api.ModeSlot)
+	expedited(t, third.DSN) // the admin connection made again
 	for _, dsn := range []string{first.DSN, second.DSN} {
 		c, err := pgx.Connect(context.Background(), dsn)
 		if err == nil {

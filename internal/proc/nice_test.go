@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -70,5 +71,54 @@ func TestPrioritize(t *testing.T) {
 		if after, _, _ := GroupNice(os.Getpid()); after != before {
 			t.Fatalf("PrioritizeSelf changed a group this process does not lead: %d -> %d", before, after)
 		}
+	}
+}
+
+// Expedite puts a process in the lowest real-time class, and its
+// children do not inherit it.
+func TestExpedite(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a real-time class needs root (CAP_SYS_NICE)")
+	}
+	// The shell forks only once told to, after Expedite, and says the
+	// child's pid.
+	cmd := exec.Command("sh", "-c", "read go; sleep 30 & echo $!; wait")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	if err := Expedite(pid); err != nil {
+		t.Fatal(err)
+	}
+	attr, err := unix.SchedGetAttr(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attr.Policy != unix.SCHED_FIFO || attr.Priority != 1 || attr.Flags&unix.SCHED_FLAG_RESET_ON_FORK == 0 {
+		t.Fatalf("policy %d priority %d flags %#x, want SCHED_FIFO 1 with reset on fork", attr.Policy, attr.Priority, attr.Flags)
+	}
+	if _, err := in.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	var kid int
+	if _, err := fmt.Fscan(out, &kid); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Kill(kid, unix.SIGKILL) }()
+	ka, err := unix.SchedGetAttr(kid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ka.Policy != 0 /* SCHED_OTHER */ {
+		t.Fatalf("child %d has policy %d, want SCHED_OTHER (not inherited)", kid, ka.Policy)
 	}
 }

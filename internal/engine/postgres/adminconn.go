@@ -112,10 +112,13 @@ func dropAdmin(srv *engine.Server) {
 }
 
 // urgent gives the admin connection's backend the daemon's urgency
-// (proc.Urgent): a test's fresh call waits on its statements, and each
-// backend is a scheduling group of its own (PostgreSQL makes every child
-// a session), one among the busy tests' backends. Its work is a few
-// catalog updates per test. Only a child of srv's own postmaster is
+// (proc.Urgent) and the lowest real-time class (proc.Expedite): a test's
+// fresh call waits on its statements, and each backend is a scheduling
+// group of its own (PostgreSQL makes every child a session), one among
+// the busy tests' backends. Its work is a few catalog updates per test,
+// and only the daemon sends it statements. The nice value alone left the
+// close's p99 inside the daemon at 22.6–26.4 ms at 8 clients on 2 cores;
+// with the real-time class 3.6–4.0 ms (session 20). Only a child of srv's own postmaster is
 // touched: the pid is the server's word. Without the right to (a
 // rootless daemon) nothing changes.
 func urgent(srv *engine.Server, pid int) {
@@ -123,4 +126,5 @@ func urgent(srv *engine.Server, pid int) {
 		return
 	}
 	_ = proc.Prioritize(pid, proc.Urgent)
+	_ = proc.Expedite(pid)
 }
