@@ -329,8 +329,9 @@ func TestFreshSlotsHolderKilled(t *testing.T) {
 
 // The backend of a server's admin connection, which the fresh call waits
 // on to close the used slot, runs at the daemon's urgency (as a task, and
-// as the scheduling group it leads), while the tests' own backends keep
-// theirs: the call answers first without the tests losing their share.
+// as the scheduling group it leads) and in the lowest real-time class,
+// while the tests' own backends keep theirs: the call answers first
+// without the tests losing their share.
 func TestFreshAdminBackendUrgent(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("raising a process's priority needs root (CAP_SYS_NICE)")
@@ -359,6 +360,17 @@ func TestFreshAdminBackendUrgent(t *testing.T) {
 		}
 		if n, on, err := proc.GroupNice(p.pid); on && (err != nil || n != p.want) {
 			t.Errorf("backend %d: autogroup nice %d (%v), want %d", p.pid, n, err, p.want)
+		}
+	}
+	// The admin backend runs in the lowest real-time class; a test's
+	// backend stays in the ordinary one.
+	for _, p := range []struct {
+		pid    int
+		policy uint32
+	}{{admin, unix.SCHED_FIFO}, {own, 0 /* SCHED_OTHER */}} {
+		attr, err := unix.SchedGetAttr(p.pid, 0)
+		if err != nil || attr.Policy != p.policy {
+			t.Errorf("backend %d: scheduling policy %v (%v), want %d", p.pid, attr, err, p.policy)
 		}
 	}
 }
