@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"os/user"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -237,15 +236,8 @@ type hugePagesReport struct {
 }
 
 func readHugePages() hugePagesReport {
-	num := func(name string) uint64 {
-		b, err := os.ReadFile("/proc/sys/vm/" + name)
-		if err != nil {
-			return 0
-		}
-		n, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		return n
-	}
-	return hugePagesReport{PageBytes: proc.MemInfo("Hugepagesize"), Reserved: num("nr_hugepages"), Overcommit: num("nr_overcommit_hugepages")}
+	return hugePagesReport{PageBytes: proc.MemInfo("Hugepagesize"),
+		Reserved: proc.SysctlUint("vm.nr_hugepages"), Overcommit: proc.SysctlUint("vm.nr_overcommit_hugepages")}
 }
 
 // advice is the tuning line for a kernel that could give huge pages but

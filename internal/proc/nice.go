@@ -106,8 +106,8 @@ func setGroupNice(pid, n int) error {
 }
 
 func autogroups() bool {
-	on, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled")
-	return err == nil && strings.TrimSpace(string(on)) == "1"
+	on, err := Sysctl("kernel.sched_autogroup_enabled")
+	return err == nil && on == "1"
 }
 
 // GroupNice is the autogroup nice value of process pid, and whether the

@@ -71,8 +71,8 @@ func mayHaveUID(pfd int, pid string, uid int) bool {
 // suidDumpable says whether fs.suid_dumpable is 1 (set-id programs stay
 // dumpable, so their files show the effective uid, not root).
 var suidDumpable = sync.OnceValue(func() bool {
-	b, err := os.ReadFile("/proc/sys/fs/suid_dumpable")
-	return err != nil || strings.TrimSpace(string(b)) == "1"
+	v, err := Sysctl("fs.suid_dumpable")
+	return err != nil || v == "1"
 })
 
 // hasUID reports whether pid is alive and runs with uid among its real,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/fsutil"
+	"github.com/dbfork/dbfork/internal/proc"
 	"github.com/dbfork/dbfork/internal/textutil"
 )
 
@@ -49,8 +50,8 @@ func isXFS(img string) bool {
 }
 
 func bootID() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return strings.TrimSpace(string(b))
+	id, _ := proc.Sysctl("kernel.random.boot_id")
+	return id
 }
 
 // recordAttached stamps img with this boot's id, durably, before it is
