@@ -29,7 +29,7 @@ func (Copy) Probe(ctx context.Context, dir string) error {
 }
 
 func (Copy) Prepare(ctx context.Context, golden, clone, scratch string) error {
-	return copyTree(golden, clone, byteCopy)
+	return copyTree(golden, clone, byteCopy, true)
 }
 
 func (Copy) Remove(ctx context.Context, clone, scratch string) error {

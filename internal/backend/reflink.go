@@ -60,7 +60,7 @@ func FilesShareExtents(ctx context.Context, dir string) error {
 }
 
 func (Reflink) Prepare(ctx context.Context, golden, clone, scratch string) error {
-	return copyTree(golden, clone, reflinkFile)
+	return copyTree(golden, clone, reflinkFile, true)
 }
 
 func (Reflink) Remove(ctx context.Context, clone, scratch string) error {

@@ -424,7 +424,7 @@ func (r *restorer) subtree(dfd int, name, gp, rel string) error {
 		r.tmp = filepath.Join(r.clone, tmp)
 	}
 	built := filepath.Join(r.tmp, strconv.Itoa(r.did.Files+r.did.Removed))
-	if err := copyTree(gp, built, r.fileFn); err != nil {
+	if err := copyTree(gp, built, r.fileFn, true); err != nil {
 		return err
 	}
 	sub, err := MarkClone(built)

@@ -12,12 +12,16 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
 // copyTree recreates src at dst (which must not exist): directories,
 // symlinks and regular files with their modes, owners and xattrs. Regular
 // file content is produced by fileFn (a reflink or a byte copy), which
-// may run on several files at once.
+// may run on several files at once. A clone (clone set) does not get the
+// build's stamp marks (fsutil.StampedXattr); a copy of a golden keeps
+// them.
 //
 // The server user runs every test's SQL, and SQL can run programs (COPY
 // ... TO PROGRAM), so nothing it owns may be touched by root while it
@@ -33,7 +37,7 @@ import (
 // Directories are copied by up to copyWorkers goroutines: a clone of a
 // golden with database slots has 11,000+ files, and FICLONE, create,
 // fchmod and fchown cost ~30 µs each of them.
-func copyTree(src, dst string, fileFn func(src, dst *os.File) error) error {
+func copyTree(src, dst string, fileFn func(src, dst *os.File) error, clone bool) error {
 	sfd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", src, err)
@@ -47,7 +51,7 @@ func copyTree(src, dst string, fileFn func(src, dst *os.File) error) error {
 		return fmt.Errorf("open %s: %w", dst, err)
 	}
 	defer unix.Close(dfd)
-	t := &treeCopy{fileFn: fileFn, tokens: make(chan struct{}, copyWorkers-1)}
+	t := &treeCopy{fileFn: fileFn, clone: clone, tokens: make(chan struct{}, copyWorkers-1)}
 	return t.dir(sfd, dfd, src, dst)
 }
 
@@ -56,6 +60,7 @@ var copyWorkers = max(2, min(4, runtime.NumCPU()))
 
 type treeCopy struct {
 	fileFn func(src, dst *os.File) error
+	clone  bool          // leave the build's stamp marks out
 	tokens chan struct{} // one per goroutine beyond the caller's
 }
 
@@ -133,7 +138,7 @@ func (t *treeCopy) dir(sfd, dfd int, sp, dp string) error {
 	if err := unix.Fstat(sfd, &st); err != nil {
 		return err
 	}
-	if err := copyXattrsFd(sfd, dfd, sp); err != nil {
+	if err := copyXattrsFd(sfd, dfd, sp, t.clone); err != nil {
 		return err
 	}
 	return finishFd(dfd, &st, dp)
@@ -182,7 +187,7 @@ func (t *treeCopy) file(sfd, dfd int, name, sp, dp string) error {
 	if err := t.fileFn(inf, outf); err != nil {
 		return fmt.Errorf("%s: %w", inf.Name(), err)
 	}
-	if err := copyXattrsFd(in, out, inf.Name()); err != nil {
+	if err := copyXattrsFd(in, out, inf.Name(), t.clone); err != nil {
 		return err
 	}
 	if err := finishFd(out, &st, outf.Name()); err != nil {
@@ -315,27 +320,28 @@ func reflinkFile(in, out *os.File) error {
 }
 
 // copyXattrsFd copies the extended attributes of the file open at in to
-// the one open at out (p names in in errors).
-func copyXattrsFd(in, out int, p string) error {
-	return copyXattrs(p,
+// the one open at out (p names in in errors); for a clone, not the
+// build's stamp marks.
+func copyXattrsFd(in, out int, p string, clone bool) error {
+	return copyXattrs(p, clone,
 		func(b []byte) (int, error) { return unix.Flistxattr(in, b) },
 		func(name string, b []byte) (int, error) { return unix.Fgetxattr(in, name, b) },
 		func(name string, val []byte) error { return unix.Fsetxattr(out, name, val, 0) })
 }
 
 // copyXattrsTo copies the extended attributes of src (no follow) to the
-// open file fd.
+// open file fd of a clone (not the build's stamp marks).
 func copyXattrsTo(src string, fd int) error {
-	return copyXattrs(src,
+	return copyXattrs(src, true,
 		func(b []byte) (int, error) { return unix.Llistxattr(src, b) },
 		func(name string, b []byte) (int, error) { return unix.Lgetxattr(src, name, b) },
 		func(name string, val []byte) error { return unix.Fsetxattr(fd, name, val, 0) })
 }
 
 // copyXattrs calls set for each extended attribute of p that list names
-// and get reads. Names the kernel refuses to set here (another filesystem's security
+// and get reads, but for a clone the build's stamp marks. Names the kernel refuses to set here (another filesystem's security
 // labels, say) are skipped: the engines keep nothing they need in them.
-func copyXattrs(p string, list func([]byte) (int, error), get func(string, []byte) (int, error), set func(string, []byte) error) error {
+func copyXattrs(p string, clone bool, list func([]byte) (int, error), get func(string, []byte) (int, error), set func(string, []byte) error) error {
 	sz, err := list(nil)
 	if err != nil || sz == 0 {
 		return nil // no xattrs, or a filesystem without them
@@ -345,7 +351,7 @@ func copyXattrs(p string, list func([]byte) (int, error), get func(string, []byt
 		return nil
 	}
 	for _, name := range strings.Split(strings.TrimRight(string(names[:sz]), "\x00"), "\x00") {
-		if name == "" {
+		if name == "" || clone && name == fsutil.StampedXattr {
 			continue
 		}
 		vsz, err := get(name, nil)

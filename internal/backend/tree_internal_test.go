@@ -1,12 +1,17 @@
 package backend
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
 // Issue 12 H2: while root copies files into a new clone, no dir on the way
@@ -43,7 +48,7 @@ func TestCopyTreeHandsOverLast(t *testing.T) {
 		}
 		checked.Add(1)
 		return byteCopy(in, out)
-	})
+	}, true)
 	if err != nil || checked.Load() != 4 {
 		t.Fatalf("copyTree: %v (%d files)", err, checked.Load())
 	}
@@ -53,4 +58,51 @@ func TestCopyTreeHandsOverLast(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A clone gets a golden file's extended attributes but not the build's
+// stamp marks (fsutil.StampedXattr: bookkeeping for the next build's
+// seal); a copy of a golden keeps both.
+func TestCopyTreeLeavesStampsOutOfClones(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "g")
+	if err := os.MkdirAll(filepath.Join(src, "base"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(src, "base", "16384")
+	if err := os.WriteFile(f, []byte("rows"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Lsetxattr(f, fsutil.StampedXattr, []byte("4:1.0"), 0); err != nil {
+		t.Skipf("no user xattrs on %s: %v", src, err)
+	}
+	if err := unix.Lsetxattr(f, "user.dbfork", []byte("kept"), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		clone     bool
+		wantStamp bool
+	}{{true, false}, {false, true}} {
+		dst := filepath.Join(t.TempDir(), "c")
+		if err := copyTree(src, dst, byteCopy, c.clone); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64)
+		g := filepath.Join(dst, "base", "16384")
+		if n, err := unix.Lgetxattr(g, "user.dbfork", buf); err != nil || string(buf[:n]) != "kept" {
+			t.Errorf("clone=%v: user.dbfork %q %v, want kept", c.clone, buf[:max(n, 0)], err)
+		}
+		_, err := unix.Lgetxattr(g, fsutil.StampedXattr, buf)
+		if got := err == nil; got != c.wantStamp {
+			t.Errorf("clone=%v: stamp mark present %v (%v), want %v", c.clone, got, err, c.wantStamp)
+		}
+		var m Marks
+		r, err := restoreTree(context.Background(), src, dst, &m, byteCopy)
+		if err != nil || r.Files != 1 {
+			t.Fatalf("clone=%v: restore %+v %v, want the one file redone (no marks)", c.clone, r, err)
+		}
+		_, err = unix.Lgetxattr(g, fsutil.StampedXattr, buf)
+		if err == nil {
+			t.Errorf("clone=%v: a restored file got the stamp mark", c.clone)
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
 // stampedMark is the xattr a file an engine's seal stamped carries (page
@@ -13,7 +15,7 @@ import (
 // mtime, and the copy of an intermediate golden keeps it and the xattr),
 // so stamping it again would change nothing: an incremental build's seal
 // skips the seed's files instead of reading them all.
-const stampedMark = "user.dbfork.stamped"
+const stampedMark = fsutil.StampedXattr
 
 func stampMarkOf(st *unix.Stat_t) string {
 	return fmt.Sprintf("%d:%d.%09d", st.Size, st.Mtim.Sec, st.Mtim.Nsec)
