@@ -141,7 +141,7 @@ func (t *treeCopy) dir(sfd, dfd int, sp, dp string) error {
 	if err := copyXattrsFd(sfd, dfd, sp, t.clone); err != nil {
 		return err
 	}
-	return finishFd(dfd, &st, dp)
+	return finishFd(dfd, &st, dp, false)
 }
 
 // subdir makes the copy of sfd's dir name in dfd and opens both.
@@ -178,9 +178,18 @@ func (t *treeCopy) file(sfd, dfd int, name, sp, dp string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("%s changed while it was copied", inf.Name())
 	}
-	out, err := unix.Openat(dfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	// Made with its final permission bits (root owns it, in a dir only
+	// root can enter): unless the umask took some away, no chmod follows,
+	// which was one more transaction per file.
+	want := cloneMode(st.Mode)
+	out, err := unix.Openat(dfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, want&0o777)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", filepath.Join(dp, name), err)
+	}
+	var made unix.Stat_t
+	if err := unix.Fstat(out, &made); err != nil {
+		unix.Close(out)
+		return err
 	}
 	outf := os.NewFile(uintptr(out), filepath.Join(dp, name))
 	defer outf.Close()
@@ -190,7 +199,7 @@ func (t *treeCopy) file(sfd, dfd int, name, sp, dp string) error {
 	if err := copyXattrsFd(in, out, inf.Name(), t.clone); err != nil {
 		return err
 	}
-	if err := finishFd(out, &st, outf.Name()); err != nil {
+	if err := finishFd(out, &st, outf.Name(), made.Mode&0o7777 == want); err != nil {
 		return err
 	}
 	return outf.Close()
@@ -223,9 +232,12 @@ func copySymlink(sfd, dfd int, name, sp string) error {
 // clone must not get them back even from a golden that has one (published
 // before goldens were cleaned of them): a set-id file in a clone is a way
 // out of the instance's uid for anyone whose SQL can run programs.
-func finishFd(fd int, st *unix.Stat_t, p string) error {
-	if err := unix.Fchmod(fd, cloneMode(st.Mode)); err != nil {
-		return fmt.Errorf("chmod %s: %w", p, err)
+// modeRight: the entry was made with that mode already.
+func finishFd(fd int, st *unix.Stat_t, p string, modeRight bool) error {
+	if !modeRight {
+		if err := unix.Fchmod(fd, cloneMode(st.Mode)); err != nil {
+			return fmt.Errorf("chmod %s: %w", p, err)
+		}
 	}
 	if os.Geteuid() != 0 {
 		return nil // only root can give files away; they are ours anyway

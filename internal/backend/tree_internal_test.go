@@ -106,3 +106,42 @@ func TestCopyTreeLeavesStampsOutOfClones(t *testing.T) {
 		}
 	}
 }
+
+// A clone's files get the golden's permission bits and never a set-id
+// bit, whether the umask lets the create give them at once or a chmod
+// has to follow.
+func TestCopyTreeModes(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "g")
+	if err := os.MkdirAll(src, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]os.FileMode{"a": 0o600, "b": 0o640, "c": 0o444, "d": 0o755}
+	modes := map[string]uint32{"a": 0o600, "b": 0o640, "c": 0o444, "d": 0o4755}
+	for n, m := range modes {
+		p := filepath.Join(src, n)
+		if err := os.WriteFile(p, []byte(n), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Chmod(p, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, mask := range []int{0o022, 0o077} {
+		old := unix.Umask(mask)
+		dst := filepath.Join(t.TempDir(), "c")
+		err := copyTree(src, dst, byteCopy, true)
+		unix.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, m := range want {
+			fi, err := os.Lstat(filepath.Join(dst, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky); got != m {
+				t.Errorf("umask %03o: %s has mode %v, want %v", mask, n, got, m)
+			}
+		}
+	}
+}
