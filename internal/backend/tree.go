@@ -351,8 +351,9 @@ func copyXattrsTo(src string, fd int) error {
 }
 
 // copyXattrs calls set for each extended attribute of p that list names
-// and get reads, but for a clone the build's stamp marks. Names the kernel refuses to set here (another filesystem's security
-// labels, say) are skipped: the engines keep nothing they need in them.
+// and get reads, but for a clone the build's stamp marks. Names the
+// kernel refuses to set here (another filesystem's security labels, say)
+// are skipped: the engines keep nothing they need in them.
 func copyXattrs(p string, clone bool, list func([]byte) (int, error), get func(string, []byte) (int, error), set func(string, []byte) error) error {
 	sz, err := list(nil)
 	if err != nil || sz == 0 {
