@@ -180,7 +180,9 @@ func (t *treeCopy) file(sfd, dfd int, name, sp, dp string) error {
 	}
 	// Made with its final permission bits (root owns it, in a dir only
 	// root can enter): unless the umask took some away, no chmod follows,
-	// which was one more transaction per file.
+	// which was one more transaction per file. The new file's mode is
+	// read back rather than foreseen from the umask, which is the
+	// process's and changes for a moment elsewhere (serve's socket).
 	want := cloneMode(st.Mode)
 	out, err := unix.Openat(dfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, want&0o777)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 // Sysctl is a kernel setting by its sysctl name ("fs.suid_dumpable",
 // "vm.nr_hugepages"), read from /proc/sys with white space trimmed.
 func Sysctl(name string) (string, error) {
-	if name == "" || strings.ContainsAny(name, "/") || strings.Contains(name, "..") {
+	if name == "" || strings.ContainsRune(name, '/') || strings.Contains(name, "..") {
 		return "", fmt.Errorf("sysctl name %q: want dotted words, as sysctl(8) names them", name)
 	}
 	b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(name, ".", "/"))
