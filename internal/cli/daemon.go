@@ -17,6 +17,7 @@ import (
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/lockfile"
+	"github.com/dbfork/dbfork/internal/proc"
 )
 
 // DefaultIdle is how long a daemon started on demand stays without calls
@@ -287,7 +288,10 @@ func lastLine(path string) string {
 }
 
 // stopDaemon sends SIGTERM to the store's daemon and waits until it has
-// stopped its instances and exited (its serve.lock is free).
+// stopped its instances (its serve.lock is free) and its process is gone:
+// the lock is let go a moment before the exit, and until then the
+// process still holds its log and directories open in the store, so a
+// caller that unmounts the store right after would find it busy.
 func stopDaemon(ctx context.Context, g *globals) error {
 	root, err := g.storeRoot()
 	if err != nil {
@@ -298,24 +302,23 @@ func stopDaemon(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
-	p, err := os.FindProcess(h.PID)
-	if err == nil {
-		err = p.Signal(syscall.SIGTERM)
-	}
-	if err != nil {
+	id, err := proc.Of(h.PID)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		id = proc.Identity{} // gone already; only the lock is left to watch
+	} else if err != nil {
+		return fmt.Errorf("stop dbfork serve pid %d: %w", h.PID, err)
+	} else if err := id.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("stop dbfork serve pid %d: %w", h.PID, err)
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	lock := filepath.Join(root, "locks", "serve.lock")
-	for {
-		if !lockfile.Held(lock) {
-			return nil
-		}
+	for lockfile.Held(lock) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
 		}
 	}
+	return id.Wait(ctx)
 }
