@@ -272,6 +272,7 @@ type PoolInfo struct {
 type PoolStats struct {
 	Min        int    `json:"min"`
 	Max        int    `json:"max"`
+	Ahead      int    `json:"ahead,omitempty"` // instances past max for leases' next ones (goldens with slots)
 	Warming    int    `json:"warming"`
 	Ready      int    `json:"ready"`
 	Leased     int    `json:"leased"`

@@ -84,7 +84,7 @@ func (d *Daemon) checkCapacity(self *entry, engineName, backendName string, gold
 			continue
 		}
 		st := e.pool.Stats()
-		if grow := st.Max - st.Leased - st.Ready - st.Warming; grow > 0 {
+		if grow := st.Max + st.Ahead - st.Leased - st.Ready - st.Warming; grow > 0 {
 			m, dk := perInstance(e.eng.Name(), e.backend, e.golden.Manifest.TotalBytes)
 			resMem += uint64(grow) * m
 			resDisk += uint64(grow) * dk

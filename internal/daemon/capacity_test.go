@@ -47,3 +47,16 @@ func TestCapacity(t *testing.T) {
 		t.Errorf("perInstance mariadb overlay: %d %d", m, d)
 	}
 }
+
+// The next instances of a pool of a golden with slots are halved until
+// max + ahead fits the machine, down to none; they never make a pool
+// refused that fits without them.
+func TestAheadThatFits(t *testing.T) {
+	for _, c := range []struct{ ahead, room, want int }{
+		{8, 100, 8}, {8, 7, 4}, {8, 3, 2}, {8, 0, 0}, {0, 100, 0}, {5, 2, 2},
+	} {
+		if got := aheadThatFits(c.ahead, func(n int) bool { return n <= c.room }); got != c.want {
+			t.Errorf("ahead %d with room for %d: %d, want %d", c.ahead, c.room, got, c.want)
+		}
+	}
+}

@@ -21,8 +21,10 @@ import (
 // to an instance the pool made or recycled ahead.
 // A ready instance is taken at once. When none is ready but one is being
 // made or recycled (the pool's reserve went to other leases moving at
-// the same time, as 8 tests in step do), the lease queues for it, unless
-// callers of Acquire already wait: those come first.
+// the same time, as 8 tests in step do), or the pool has room to make
+// one (pool.Config.Ahead: a lease's next instance does not count against
+// max), the lease queues for it, unless callers of Acquire already wait:
+// those come first.
 
 // lowSlots: at most this share of the slots left (1/lowSlots) starts the
 // replacement.
@@ -47,7 +49,10 @@ func (d *Daemon) refreshAhead(l *lease, left int) {
 	wait := 200 * time.Millisecond
 	e := l.entry
 	if ps.Ready == 0 {
-		if ps.Warming == 0 || ps.Waiting > int(e.queued.Load()) {
+		// One is coming when it warms, or when the pool has room to make
+		// one for this lease (Config.Ahead).
+		room := ps.Max + ps.Ahead - ps.Warming - ps.Leased
+		if (ps.Warming == 0 && room <= 0) || ps.Waiting > int(e.queued.Load()) {
 			return // nothing coming, or callers of Acquire wait for it: fall back later
 		}
 		wait = replacementWait
@@ -59,7 +64,7 @@ func (d *Daemon) refreshAhead(l *lease, left int) {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(l.life, wait)
 		e.queued.Add(1)
-		in, err := e.pool.Acquire(ctx)
+		in, err := e.pool.AcquireAhead(ctx)
 		e.queued.Add(-1)
 		cancel()
 		// Its own database is closed now, while no test waits: the call
@@ -127,6 +132,7 @@ func (d *Daemon) swapNext(l *lease) {
 		st.walAt = at.(string)
 	}
 	_ = l.entry.pool.Release(old.State.ID)
+	_ = l.entry.pool.Promote(l.in.State.ID) // a plain lease now: max counts it
 	ns := l.in.State
 	d.mu.Lock()
 	if ns.Conn != nil {

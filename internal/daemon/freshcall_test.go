@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 
@@ -16,7 +17,9 @@ import (
 	"github.com/dbfork/dbfork/internal/testenv"
 )
 
-const slotsToml = "[fresh]\nslots = 4\n[pool]\nmin = 0\nmax = 2\n"
+// max = 1, ahead = 0: no room for a next instance, so a lease whose slots ran out
+// resets in place (the fallback these tests check).
+const slotsToml = "[fresh]\nslots = 4\n[pool]\nmin = 0\nmax = 1\nahead = 0\n"
 
 // fresh calls the one server-side fresh call and checks the answer
 // names a database that has the golden's rows only.
@@ -137,12 +140,12 @@ func TestFreshModesReset(t *testing.T) {
 }
 
 // PostgreSQL 18 on XFS with two slots: slots first; with every slot used
-// and no replacement instance to move to (max = 1), the lease resets in
+// and no replacement instance to move to (max = 1, ahead = 0), the lease resets in
 // place, which makes its slots unused again. It clones no databases in
 // its server (no spares made ahead: ~40 ms of the server's CPU each,
 // which its tests would not take); a golden without slots does.
 func TestFreshModesPG18(t *testing.T) {
-	w := pg18World(t, "[fresh]\nslots = 2\n[pool]\nmin = 0\nmax = 1\n")
+	w := pg18World(t, "[fresh]\nslots = 2\n[pool]\nmin = 0\nmax = 1\nahead = 0\n")
 	l := w.acquire(api.AcquireRequest{})
 	if l.Fresh != api.FreshReset || l.Slots != 2 {
 		t.Fatalf("lease fresh %q slots %d, want reset and 2", l.Fresh, l.Slots)
@@ -195,6 +198,38 @@ func TestFreshSlotsRefreshAhead(t *testing.T) {
 	refused(t, ls[0].DSN)
 	exec1(t, db.DSN, "insert into notes(who) values ('test')")
 	w.waitPool("the old instance gone", func(p api.PoolInfo) bool { return p.Leased == 1 })
+	if err := w.c.Release(context.Background(), l.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A pool of a golden with slots makes its leases' next instances past
+// max (one per lease by default): with max = 1 and nothing in reserve
+// (min = 0) the lease still moves to a new instance when its slots run
+// out, rather than resetting in place on its test's time (8 test workers
+// with the default max of 8 did, at every 33rd test). max still bounds
+// the leases: a second one waits and is refused when its wait ends.
+func TestFreshSlotsReplacementPastMax(t *testing.T) {
+	w := newWorld(t, "[fresh]\nslots = 2\n[pool]\nmin = 0\nmax = 1\n")
+	l := w.acquire(api.AcquireRequest{Backend: "copy"})
+	if p := w.pool(); p.Max != 1 || p.Ahead != 1 {
+		t.Fatalf("pool of a golden with slots: %+v, want max 1 ahead 1", p)
+	}
+	var port int
+	for round := 0; round < 3; round++ {
+		for i := 0; i < 2; i++ {
+			db := fresh(t, w, l.ID, api.ModeSlot)
+			if round > 0 && i == 0 && db.Conn.Port == port {
+				t.Fatalf("round %d: the lease did not move to a new instance (port %d)", round, port)
+			}
+			port = db.Conn.Port
+			exec1(t, db.DSN, "insert into notes(who) values ('test')")
+		}
+	}
+	_, err := w.c.Acquire(context.Background(), api.AcquireRequest{Recipe: w.recipe, Backend: "copy", WaitSeconds: 0.5})
+	if err == nil || !strings.Contains(err.Error(), "became free") {
+		t.Fatalf("a second lease past max 1: %v, want busy", err)
+	}
 	if err := w.c.Release(context.Background(), l.ID); err != nil {
 		t.Fatal(err)
 	}

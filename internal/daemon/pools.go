@@ -23,12 +23,14 @@ import (
 // retires pools the same recipe filled with an older golden.
 func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden, backendName string, cfg pool.Config) (*entry, error) {
 	id := poolID(g.Key, backendName, r.Settings)
+	cfg.Ahead = aheadFor(g, cfg.Max, r.Pool.Ahead)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return nil, pool.ErrClosed
 	}
 	if e, ok := d.pools[id]; ok {
+		cfg.Ahead = d.fitAhead(e, e.eng.Name(), e.backend, g.Manifest.TotalBytes, cfg)
 		if err := d.resize(e, cfg); err != nil {
 			return nil, err
 		}
@@ -36,7 +38,8 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 		return e, nil
 	}
 	d.retireOlder(r.Path, backendName)
-	if err := d.checkCapacity(nil, eng.Name(), backendName, g.Manifest.TotalBytes, cfg.Max); err != nil {
+	cfg.Ahead = d.fitAhead(nil, eng.Name(), backendName, g.Manifest.TotalBytes, cfg)
+	if err := d.checkCapacity(nil, eng.Name(), backendName, g.Manifest.TotalBytes, cfg.Max+cfg.Ahead); err != nil {
 		return nil, err
 	}
 	// A golden with slots is not read ahead: each of its 1+N copies of
@@ -57,16 +60,51 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 	return e, nil
 }
 
+// aheadFor is how many instances past max a pool of g may hold for its
+// leases' next instances: a lease of a golden with slots takes its next
+// one while its tests use the last slots of the current one (freshahead.go),
+// so 8 test workers with the default max of 8 would otherwise find no room
+// for any and reset in place on their tests' time, each 33rd test. One
+// per lease, as max bounds the leases, unless the recipe's [pool] ahead
+// says otherwise (set: that many; -1: unset).
+func aheadFor(g *golden.Golden, max, set int) int {
+	if len(g.Manifest.Slots) == 0 {
+		return 0
+	}
+	if set >= 0 {
+		return set
+	}
+	return max
+}
+
+// fitAhead is cfg.Ahead, halved until max + ahead instances fit the
+// machine (checkCapacity) or it is 0: the next instances only save
+// resets, so a machine without room for them gets fewer rather than a
+// refused pool. d.mu is held.
+func (d *Daemon) fitAhead(self *entry, engineName, backendName string, goldenBytes int64, cfg pool.Config) int {
+	return aheadThatFits(cfg.Ahead, func(n int) bool {
+		return d.checkCapacity(self, engineName, backendName, goldenBytes, cfg.Max+n) == nil
+	})
+}
+
+// aheadThatFits halves ahead until fits(ahead) or it is 0.
+func aheadThatFits(ahead int, fits func(int) bool) int {
+	for ahead > 0 && !fits(ahead) {
+		ahead /= 2
+	}
+	return ahead
+}
+
 // resize gives an existing pool the sizes a request asks for (checking
 // capacity when it grows) and takes it out of retirement. d.mu is held.
 func (d *Daemon) resize(e *entry, cfg pool.Config) error {
 	e.retired = false
 	st := e.pool.Stats()
-	if st.Min == cfg.Min && st.Max == cfg.Max {
+	if st.Min == cfg.Min && st.Max == cfg.Max && st.Ahead == cfg.Ahead {
 		return nil
 	}
-	if cfg.Max > st.Max {
-		if err := d.checkCapacity(e, e.eng.Name(), e.backend, e.golden.Manifest.TotalBytes, cfg.Max); err != nil {
+	if cfg.Max+cfg.Ahead > st.Max+st.Ahead {
+		if err := d.checkCapacity(e, e.eng.Name(), e.backend, e.golden.Manifest.TotalBytes, cfg.Max+cfg.Ahead); err != nil {
 			return err
 		}
 	}
@@ -103,7 +141,7 @@ func (d *Daemon) retireOlder(recipePath, backendName string) {
 func (d *Daemon) retire(e *entry, why string) {
 	e.retired = true
 	st := e.pool.Stats()
-	_ = e.pool.Resize(pool.Config{Min: 0, Max: st.Max, Backoff: d.o.Backoff})
+	_ = e.pool.Resize(pool.Config{Min: 0, Max: st.Max, Ahead: st.Ahead, Backoff: d.o.Backoff})
 	d.o.Log.Info(why, "pool", e.id, "golden", golden.Short(e.golden.Key))
 }
 
@@ -273,6 +311,6 @@ func (d *Daemon) Pools(peer api.Peer) []api.PoolInfo {
 
 // poolStats copies the pool's counts into the API's own type.
 func poolStats(s pool.Stats) api.PoolStats {
-	return api.PoolStats{Min: s.Min, Max: s.Max, Warming: s.Warming, Ready: s.Ready, Leased: s.Leased,
+	return api.PoolStats{Min: s.Min, Max: s.Max, Ahead: s.Ahead, Warming: s.Warming, Ready: s.Ready, Leased: s.Leased,
 		Discarding: s.Discarding, Waiting: s.Waiting, LastError: s.LastError, Closed: s.Closed}
 }

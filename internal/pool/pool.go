@@ -14,6 +14,11 @@
 // keeps Min items ready or warming on top of the leased ones, never has
 // more than Max items warming, ready or leased at once, and never more
 // than 2×Max items alive counting those still being destroyed.
+//
+// Config.Ahead lets a pool hold up to that many items beyond Max for
+// holders that will soon need a second one (AcquireAhead): a lease of a
+// golden with slots takes its next instance while its tests use up the
+// last slots of the current one. Max then still bounds the plain leases.
 package pool
 
 import (
@@ -48,15 +53,18 @@ var ErrUnknown = errors.New("no such lease in this pool")
 // Config sizes a pool.
 type Config struct {
 	Min int // kept ready or warming besides the leased ones
-	Max int // warming + ready + leased at most
+	Max int // warming + ready + leased at most (beyond Ahead's share)
+	// Ahead is how many items beyond Max the pool may hold for
+	// AcquireAhead callers; plain Acquire calls still lease at most Max.
+	Ahead int
 	// Backoff after a failed create before the pool refills itself again
 	// (doubling up to 30 s). A waiting Acquire still gets one attempt.
 	Backoff time.Duration
 }
 
 func (c Config) normal() (Config, error) {
-	if c.Min < 0 || c.Max < 1 || c.Min > c.Max {
-		return c, fmt.Errorf("pool size min=%d max=%d: need 0 <= min <= max and max >= 1", c.Min, c.Max)
+	if c.Min < 0 || c.Max < 1 || c.Min > c.Max || c.Ahead < 0 {
+		return c, fmt.Errorf("pool size min=%d max=%d ahead=%d: need 0 <= min <= max, max >= 1 and ahead >= 0", c.Min, c.Max, c.Ahead)
 	}
 	if c.Backoff <= 0 {
 		c.Backoff = time.Second
@@ -87,6 +95,7 @@ type Factory[T any] struct {
 
 type slot[T any] struct {
 	released bool // warming again after a release (Recycle)
+	ahead    bool // leased by AcquireAhead, not yet Promoted
 	state    State
 	item     T
 	id       string
@@ -103,6 +112,7 @@ type Pool[T any] struct {
 	slots   map[*slot[T]]struct{}
 	byID    map[string]*slot[T] // ready, leased and discarding slots
 	waiting int                 // Acquire calls blocked for an item
+	aheadW  int                 // of which AcquireAhead calls
 	waitGen map[int]int         // blocked Acquire calls by the failGen they started at
 	changed chan struct{}       // closed and replaced on every change
 
@@ -155,15 +165,42 @@ func (p *Pool[T]) Resize(cfg Config) error {
 // Acquire hands out a ready item, waiting for one to warm if needed. It
 // fails with the create error when the attempt made for it failed, and
 // with ctx's error when ctx ends first.
-func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
+func (p *Pool[T]) Acquire(ctx context.Context) (T, error) { return p.acquire(ctx, false) }
+
+// AcquireAhead is Acquire for a holder's second item (see Config.Ahead):
+// it may take the pool past Max, by up to Ahead items, and does not count
+// towards the plain leases Max bounds until Promote.
+func (p *Pool[T]) AcquireAhead(ctx context.Context) (T, error) { return p.acquire(ctx, true) }
+
+// Promote makes an item AcquireAhead leased a plain lease: its holder
+// released the one it had.
+func (p *Pool[T]) Promote(id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.byID[id]
+	if !ok || s.state != Leased {
+		return ErrUnknown
+	}
+	s.ahead = false
+	p.fillLocked()
+	return nil
+}
+
+func (p *Pool[T]) acquire(ctx context.Context, ahead bool) (T, error) {
 	var zero T
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	gen := p.failGen
 	p.waiting++
 	p.waitGen[gen]++
+	if ahead {
+		p.aheadW++
+	}
 	leave := func() {
 		p.waiting--
+		if ahead {
+			p.aheadW--
+		}
 		if p.waitGen[gen]--; p.waitGen[gen] == 0 {
 			delete(p.waitGen, gen)
 		}
@@ -174,8 +211,8 @@ func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
 			return zero, ErrClosed
 		}
 		for s := range p.slots {
-			if s.state == Ready {
-				s.state, s.since = Leased, time.Now()
+			if s.state == Ready && (ahead || p.plainLeasedLocked() < p.cfg.Max) {
+				s.state, s.since, s.ahead = Leased, time.Now(), ahead
 				leave()
 				p.fillLocked()
 				p.broadcastLocked()
@@ -276,6 +313,7 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 type Stats struct {
 	Min        int
 	Max        int
+	Ahead      int
 	Warming    int
 	Ready      int
 	Leased     int
@@ -289,7 +327,7 @@ type Stats struct {
 func (p *Pool[T]) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Stats{Min: p.cfg.Min, Max: p.cfg.Max, Waiting: p.waiting, Closed: p.closed,
+	st := Stats{Min: p.cfg.Min, Max: p.cfg.Max, Ahead: p.cfg.Ahead, Waiting: p.waiting, Closed: p.closed,
 		Warming: p.countLocked(Warming), Ready: p.countLocked(Ready),
 		Leased: p.countLocked(Leased), Discarding: p.countLocked(Discarding)}
 	if p.lastErr != nil && p.failures > 0 {
@@ -317,6 +355,18 @@ func (p *Pool[T]) Changed() <-chan struct{} {
 	return p.changed
 }
 
+// plainLeasedLocked counts the leased items that are not a holder's
+// second (AcquireAhead) one.
+func (p *Pool[T]) plainLeasedLocked() int {
+	n := 0
+	for s := range p.slots {
+		if s.state == Leased && !s.ahead {
+			n++
+		}
+	}
+	return n
+}
+
 func (p *Pool[T]) countLocked(st State) int {
 	n := 0
 	for s := range p.slots {
@@ -333,18 +383,21 @@ func (p *Pool[T]) broadcastLocked() {
 }
 
 // fillLocked starts as many creates as the pool needs: Min spare items
-// (unless it is backing off after failures) plus one per blocked Acquire,
-// within Max.
+// (unless it is backing off after failures) plus one per blocked Acquire
+// that could take it, within Max (plus Ahead).
 func (p *Pool[T]) fillLocked() {
 	if p.closed {
 		return
 	}
 	warming, ready, leased := p.countLocked(Warming), p.countLocked(Ready), p.countLocked(Leased)
+	// Plain callers beyond what Max leaves them wait for a release, not
+	// for an item made now (which only an AcquireAhead could take).
+	servable := p.aheadW + min(p.waiting-p.aheadW, max(0, p.cfg.Max-p.plainLeasedLocked()))
 	// While backing off, only callers that arrived since the last failure
 	// get an attempt of their own; the others have had theirs and fail.
-	want := p.waitGen[p.failGen]
+	want := min(p.waitGen[p.failGen], servable)
 	if p.failures == 0 || !time.Now().Before(p.retryAt) {
-		want = p.waiting + p.cfg.Min
+		want = servable + p.cfg.Min
 	} else if p.timer == nil {
 		p.timer = time.AfterFunc(time.Until(p.retryAt), func() {
 			p.mu.Lock()
@@ -354,12 +407,13 @@ func (p *Pool[T]) fillLocked() {
 		})
 	}
 	n := want - warming - ready
-	if room := p.cfg.Max - warming - ready - leased; n > room {
+	limit := p.cfg.Max + p.cfg.Ahead
+	if room := limit - warming - ready - leased; n > room {
 		n = room
 	}
 	// Items still being destroyed hold memory and disk too: under heavy
 	// churn the pool waits for them rather than owning more than 2×Max.
-	if room := 2*p.cfg.Max - warming - ready - leased - p.countLocked(Discarding); n > room {
+	if room := 2*limit - warming - ready - leased - p.countLocked(Discarding); n > room {
 		n = room
 	}
 	for ; n > 0; n-- {

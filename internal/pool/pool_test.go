@@ -336,3 +336,105 @@ func TestConcurrentClients(t *testing.T) {
 	f.mu.Unlock()
 	closePool(t, p, f)
 }
+
+// A pool with Ahead makes and hands out items beyond Max only to
+// AcquireAhead: plain callers still wait at Max, and a holder that moves
+// to its second item (Release, then Promote) keeps the plain count at Max.
+func TestAheadBeyondMaxOnlyForSecondItems(t *testing.T) {
+	f := newFake(true)
+	p, err := New(Config{Min: 0, Max: 2, Ahead: 2}, f.factory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := p.Acquire(context.Background())
+	b, _ := p.Acquire(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err = p.Acquire(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("plain acquire past max=2 with ahead=2: %v, want deadline exceeded", err)
+	}
+	// Each holder takes a second item, made past Max.
+	soon, cancelSoon := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelSoon()
+	a2, err := p.AcquireAhead(soon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := p.AcquireAhead(soon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err = p.AcquireAhead(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ahead acquire past max+ahead: %v, want deadline exceeded", err)
+	}
+	if st := p.Stats(); st.Leased != 4 || st.Ahead != 2 {
+		t.Fatalf("stats %+v, want 4 leased, ahead 2", st)
+	}
+	// A plain caller waits while both holders move to their second items.
+	got := make(chan *item, 1)
+	go func() {
+		it, err := p.Acquire(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- it
+	}()
+	waitFor(t, p, "a plain waiter", func(s Stats) bool { return s.Waiting == 1 })
+	for _, mv := range [][2]*item{{a, a2}, {b, b2}} {
+		if err := p.Release(mv[0].id); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Promote(mv[1].id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case it := <-got:
+		t.Fatalf("plain acquire got %s while 2 plain leases (max 2) were out", it.id)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := p.Promote("nope"); !errors.Is(err, ErrUnknown) {
+		t.Fatalf("promote of an unknown id: %v", err)
+	}
+	// A release of a plain lease lets the waiter in.
+	if err := p.Release(a2.id); err != nil {
+		t.Fatal(err)
+	}
+	if it := <-got; it.id == a2.id || it.id == b2.id {
+		t.Fatalf("waiter got %s, an item already leased or released", it.id)
+	}
+	f.mu.Lock()
+	if f.maxLive > 2*4 {
+		t.Errorf("at most %d items existed, want <= 2×(max+ahead)", f.maxLive)
+	}
+	f.mu.Unlock()
+	closePool(t, p, f)
+}
+
+// Without AcquireAhead callers, Ahead makes Min a reserve kept past Max:
+// with every plain lease out, Min items are ready for the holders' second
+// ones; a plain caller cannot take them.
+func TestAheadKeepsReservePastMax(t *testing.T) {
+	f := newFake(true)
+	p, _ := New(Config{Min: 1, Max: 1, Ahead: 1}, f.factory())
+	if _, err := p.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, p, "1 leased + 1 ready", func(s Stats) bool { return s.Leased == 1 && s.Ready == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := p.Acquire(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("plain acquire took the reserve past max: %v", err)
+	}
+	soon, cancelSoon := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelSoon()
+	if _, err := p.AcquireAhead(soon); err != nil {
+		t.Fatal(err)
+	}
+	closePool(t, p, f)
+}

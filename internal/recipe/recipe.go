@@ -81,6 +81,11 @@ type Pool struct {
 	// Hot tables are opened read-write during the prewarm, so OverlayFS
 	// copies them up in the pool rather than on a test's first write.
 	Hot []string
+	// Ahead is how many instances past Max a pool of a golden with slots
+	// may make for its leases' next instances; -1 (unset): as many as
+	// the pool's max, one per lease. 0: a lease whose slots ran out
+	// resets in place.
+	Ahead int
 }
 
 // MaxPoolSize is the largest max a pool may have.
@@ -92,6 +97,9 @@ const MaxPoolSize = 256
 func (p Pool) CheckSize() error {
 	if p.Min < 0 || p.Max < 1 || p.Min > p.Max || p.Max > MaxPoolSize {
 		return fmt.Errorf("pool needs 0 <= min <= max and 1 <= max <= %d (got min=%d max=%d)", MaxPoolSize, p.Min, p.Max)
+	}
+	if p.Ahead < -1 || p.Ahead > MaxPoolSize {
+		return fmt.Errorf("pool ahead must be 0..%d (got %d)", MaxPoolSize, p.Ahead)
 	}
 	return nil
 }
@@ -131,6 +139,7 @@ type rawStep struct {
 type rawPool struct {
 	Min     *int       `toml:"min"`
 	Max     *int       `toml:"max"`
+	Ahead   *int       `toml:"ahead"`
 	Prewarm *bool      `toml:"prewarm"`
 	Hot     stringList `toml:"hot"`
 }
@@ -311,7 +320,7 @@ func (r *Recipe) fillSettings(name string, raw map[string]any) error {
 }
 
 func (r *Recipe) fillPool(name string, raw *rawPool) error {
-	r.Pool = Pool{Min: 2, Max: 8, Prewarm: true}
+	r.Pool = Pool{Min: 2, Max: 8, Prewarm: true, Ahead: -1}
 	if raw == nil {
 		return nil
 	}
@@ -329,6 +338,12 @@ func (r *Recipe) fillPool(name string, raw *rawPool) error {
 	}
 	if raw.Max != nil {
 		r.Pool.Max = *raw.Max
+	}
+	if raw.Ahead != nil {
+		if *raw.Ahead < 0 {
+			return errs.Invalid("%s: [pool] ahead = %d: use 0 (a lease whose slots ran out resets in place) up to %d", name, *raw.Ahead, MaxPoolSize)
+		}
+		r.Pool.Ahead = *raw.Ahead
 	}
 	if err := r.Pool.CheckSize(); err != nil {
 		return errs.Invalid("%s: %w", name, err)

@@ -97,8 +97,12 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults: %+v", r)
 	}
 	r, err = Parse("/x/dbfork.toml", []byte("engine = \"postgres\"\n[pool]\nprewarm = false\n"))
-	if err != nil || r.Pool.Prewarm || r.Pool.Min != 2 {
+	if err != nil || r.Pool.Prewarm || r.Pool.Min != 2 || r.Pool.Ahead != -1 {
 		t.Fatalf("prewarm = false: %+v %v", r.Pool, err)
+	}
+	r, err = Parse("/x/dbfork.toml", []byte("engine = \"postgres\"\n[pool]\nahead = 0\n"))
+	if err != nil || r.Pool.Ahead != 0 {
+		t.Fatalf("ahead = 0: %+v %v", r.Pool, err)
 	}
 }
 
@@ -123,6 +127,8 @@ func TestBadRecipes(t *testing.T) {
 		{"bad sql type", "engine = \"postgres\"\n[[load]]\nsql = 5\n", "expected a string or a list of strings", errs.ErrInvalid},
 		{"bad version", "engine = \"postgres\"\nversion = \"latest\"\n", "is not a version number", errs.ErrInvalid},
 		{"bad pool", "engine = \"postgres\"\n[pool]\nmin = 5\nmax = 2\n", "pool needs", errs.ErrInvalid},
+		{"negative ahead", "engine = \"postgres\"\n[pool]\nahead = -2\n", "[pool] ahead = -2", errs.ErrInvalid},
+		{"huge ahead", "engine = \"postgres\"\n[pool]\nahead = 1000\n", "ahead must be", errs.ErrInvalid},
 		{"bad hot table", "engine = \"postgres\"\n[pool]\nhot = [\"../etc/passwd\"]\n", "not a table name", errs.ErrInvalid},
 		{"hot not strings", "engine = \"postgres\"\n[pool]\nhot = [1]\n", "list of strings", errs.ErrInvalid},
 		{"bad setting name", "engine = \"postgres\"\n[settings]\n\"a b\" = 1\n", "not a server setting name", errs.ErrInvalid},
