@@ -178,12 +178,14 @@ func printReadySteps(g *globals, r *bench.PoolResult) {
 // reset and database modes.
 func (f *benchPoolFlags) scenario(ctx context.Context, c *api.Client, abs string, n int) (r *bench.PoolResult, fr *bench.FreshResult, err error) {
 	lo, hi := n, 2*n
-	if f.mode != "release" && f.mode != bench.ModeFresh {
+	if f.mode != "release" {
 		// Each client holds one lease for the whole scenario, as a
 		// test session's workers do: instances beyond those would
 		// only be made (and prewarmed) on the same cores while the
 		// clients measure. With 8 workers and a recipe's default
-		// [pool] max = 8 a session's daemon makes none either.
+		// [pool] max = 8 a session's daemon makes none either. A
+		// golden with slots gets each lease's next instance from the
+		// pool's ahead share (default: max), past max.
 		hi = n
 	}
 	if f.minFlag >= 0 {

@@ -154,7 +154,7 @@ func (p *Pool[T]) Resize(cfg Config) error {
 	}
 	p.cfg = cfg
 	for s := range p.slots {
-		if s.state == Ready && p.countLocked(Ready)+p.countLocked(Warming) > cfg.Min+p.waiting {
+		if s.state == Ready && p.countLocked(Ready)+p.countLocked(Warming) > p.reserveLocked() {
 			p.discardLocked(s)
 		}
 	}
@@ -355,6 +355,27 @@ func (p *Pool[T]) Changed() <-chan struct{} {
 	return p.changed
 }
 
+// aheadLocked is what Config.Ahead adds: demand, the items to keep
+// ready or warming for second items (one for each plain lease that has
+// none yet, up to Ahead, or each AcquireAhead waiting if more), and
+// limit, Max plus the second items the leases may hold or wait for.
+// plain and leased are the plain and all leased items.
+func (p *Pool[T]) aheadLocked(plain, leased int) (demand, limit int) {
+	if p.cfg.Ahead == 0 {
+		return p.aheadW, p.cfg.Max
+	}
+	second := leased - plain
+	demand = max(p.aheadW, min(p.cfg.Ahead, plain)-second)
+	return demand, p.cfg.Max + min(p.cfg.Ahead, max(plain, second+p.aheadW))
+}
+
+// reserveLocked is how many ready or warming items the pool keeps: Min,
+// one per plain caller waiting, and what second items need (aheadLocked).
+func (p *Pool[T]) reserveLocked() int {
+	demand, _ := p.aheadLocked(p.plainLeasedLocked(), p.countLocked(Leased))
+	return p.cfg.Min + p.waiting - p.aheadW + demand
+}
+
 // plainLeasedLocked counts the leased items that are not a holder's
 // second (AcquireAhead) one.
 func (p *Pool[T]) plainLeasedLocked() int {
@@ -390,14 +411,16 @@ func (p *Pool[T]) fillLocked() {
 		return
 	}
 	warming, ready, leased := p.countLocked(Warming), p.countLocked(Ready), p.countLocked(Leased)
+	plain := p.plainLeasedLocked()
+	demand, limit := p.aheadLocked(plain, leased)
 	// Plain callers beyond what Max leaves them wait for a release, not
 	// for an item made now (which only an AcquireAhead could take).
-	servable := p.aheadW + min(p.waiting-p.aheadW, max(0, p.cfg.Max-p.plainLeasedLocked()))
+	servable := min(p.waiting-p.aheadW, max(0, p.cfg.Max-plain))
 	// While backing off, only callers that arrived since the last failure
 	// get an attempt of their own; the others have had theirs and fail.
-	want := min(p.waitGen[p.failGen], servable)
+	want := min(p.waitGen[p.failGen], servable+p.aheadW)
 	if p.failures == 0 || !time.Now().Before(p.retryAt) {
-		want = servable + p.cfg.Min
+		want = servable + p.cfg.Min + demand
 	} else if p.timer == nil {
 		p.timer = time.AfterFunc(time.Until(p.retryAt), func() {
 			p.mu.Lock()
@@ -407,7 +430,6 @@ func (p *Pool[T]) fillLocked() {
 		})
 	}
 	n := want - warming - ready
-	limit := p.cfg.Max + p.cfg.Ahead
 	if room := limit - warming - ready - leased; n > room {
 		n = room
 	}

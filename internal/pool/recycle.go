@@ -52,11 +52,12 @@ func (p *Pool[T]) settle(s *slot[T], item T, err error, op string) {
 	s.item, s.id = item, p.f.ID(item)
 	p.byID[s.id] = s
 	// An item made from a released one that nobody needs (Min ready
-	// already, no one waiting) goes, as a released one did before
-	// recycling: a shrunk or retired pool drains.
+	// already, no one waiting, no lease to take it as its second) goes,
+	// as a released one did before recycling: a shrunk or retired pool
+	// drains.
 	fromRelease := s.released
 	s.released = false
-	if p.closed || (fromRelease && p.countLocked(Ready) >= p.cfg.Min+p.waiting) {
+	if p.closed || (fromRelease && p.countLocked(Ready) >= p.reserveLocked()) {
 		p.discardLocked(s)
 		return
 	}

@@ -238,3 +238,52 @@ func TestUnrecyclableItemIsDiscardedNotRecycled(t *testing.T) {
 		t.Fatalf("recycled %v, want [i2]", r.recycled)
 	}
 }
+
+// With Ahead, a pool keeps one item per plain lease for its second item:
+// made ahead, and once the leases move (AcquireAhead, Release, Promote)
+// the released items are recycled into that reserve, not discarded and
+// made again by creates, round after round.
+func TestAheadReserveComesFromRecycling(t *testing.T) {
+	r := newRecycler()
+	p, err := New(Config{Min: 0, Max: 2, Ahead: 2}, r.factory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	held := []*item{}
+	for i := 0; i < 2; i++ {
+		it, err := p.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, it)
+	}
+	waitFor(t, p, "a second item ready for each lease", func(s Stats) bool { return s.Ready == 2 && s.Warming == 0 })
+	r.mu.Lock()
+	createsBefore := r.creates
+	r.mu.Unlock()
+	for round := 0; round < 3; round++ {
+		for i, old := range held {
+			next, err := p.AcquireAhead(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.recycleGate <- nil
+			if err := p.Release(old.id); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Promote(next.id); err != nil {
+				t.Fatal(err)
+			}
+			held[i] = next
+		}
+		waitFor(t, p, "the released items recycled into the reserve", func(s Stats) bool { return s.Ready == 2 && s.Warming == 0 })
+	}
+	r.mu.Lock()
+	creates, recycled := r.creates, len(r.recycled)
+	r.mu.Unlock()
+	if creates != createsBefore || recycled != 6 {
+		t.Fatalf("3 rounds of 2 moves: %d creates (want %d), %d recycled (want 6)", creates, createsBefore, recycled)
+	}
+	closePool(t, p, r.fake)
+}
