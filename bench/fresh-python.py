@@ -37,7 +37,9 @@ def worker(args, n, out):
 def cycles(args, n):
     import psycopg
     c = Client(store=args.store)
-    lease = c.acquire(args.recipe, backend=args.backend, min=args.workers, max=2 * args.workers)
+    # max bounds the leases; each lease's next instance comes from the
+    # pool's ahead share (default: max), past it.
+    lease = c.acquire(args.recipe, backend=args.backend, min=args.workers, max=args.workers)
     lat, modes, bad, twice = [], {}, 0, 0
     server, served = None, set()  # slots handed out by the lease's current server since its last reset
     try:
