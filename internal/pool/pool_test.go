@@ -69,6 +69,27 @@ func (f *fake) liveCount() int {
 	return len(f.live)
 }
 
+// assertMaxLive checks that at most limit items existed at once.
+func (f *fake) assertMaxLive(t *testing.T, limit int, what string) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.maxLive > limit {
+		t.Errorf("at most %d items existed at once, want <= %d (%s)", f.maxLive, limit, what)
+	}
+}
+
+// assertBlocks checks that acquire (Acquire or AcquireAhead) finds
+// nothing it may take within 50 ms.
+func assertBlocks(t *testing.T, acquire func(context.Context) (*item, error), what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if it, err := acquire(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%s: got %v, %v; want it to wait", what, it, err)
+	}
+}
+
 // waitFor polls the pool's stats until cond holds.
 func waitFor(t *testing.T, p *Pool[*item], what string, cond func(Stats) bool) Stats {
 	t.Helper()
@@ -146,12 +167,7 @@ func TestMaxBoundsLiveItemsAndAcquireWaits(t *testing.T) {
 	p, _ := New(Config{Min: 1, Max: 2}, f.factory())
 	a, _ := p.Acquire(context.Background())
 	b, _ := p.Acquire(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	_, err := p.Acquire(ctx)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("third acquire with max=2: %v, want deadline exceeded", err)
-	}
+	assertBlocks(t, p.Acquire, "third acquire with max=2")
 	got := make(chan *item, 1)
 	go func() {
 		it, err := p.Acquire(context.Background())
@@ -168,11 +184,7 @@ func TestMaxBoundsLiveItemsAndAcquireWaits(t *testing.T) {
 	if c.id == a.id || c.id == b.id {
 		t.Fatalf("waiter got %s, an item already leased or released", c.id)
 	}
-	f.mu.Lock()
-	if f.maxLive > 3 { // 2 leased + the released one while it is destroyed
-		t.Errorf("at most %d items existed, want <= 3", f.maxLive)
-	}
-	f.mu.Unlock()
+	f.assertMaxLive(t, 3, "2 leased + the released one while it is destroyed")
 	closePool(t, p, f)
 }
 
@@ -329,11 +341,7 @@ func TestConcurrentClients(t *testing.T) {
 	if cycles.Load() != 400 {
 		t.Fatalf("%d cycles", cycles.Load())
 	}
-	f.mu.Lock()
-	if f.maxLive > 2*5 {
-		t.Errorf("max live %d exceeds 2×max", f.maxLive)
-	}
-	f.mu.Unlock()
+	f.assertMaxLive(t, 2*5, "2×max")
 	closePool(t, p, f)
 }
 
@@ -348,12 +356,7 @@ func TestAheadBeyondMaxOnlyForSecondItems(t *testing.T) {
 	}
 	a, _ := p.Acquire(context.Background())
 	b, _ := p.Acquire(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	_, err = p.Acquire(ctx)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("plain acquire past max=2 with ahead=2: %v, want deadline exceeded", err)
-	}
+	assertBlocks(t, p.Acquire, "plain acquire past max=2 with ahead=2")
 	// Each holder takes a second item, made past Max.
 	soon, cancelSoon := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelSoon()
@@ -365,12 +368,7 @@ func TestAheadBeyondMaxOnlyForSecondItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
-	_, err = p.AcquireAhead(ctx)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("ahead acquire past max+ahead: %v, want deadline exceeded", err)
-	}
+	assertBlocks(t, p.AcquireAhead, "ahead acquire past max+ahead")
 	if st := p.Stats(); st.Leased != 4 || st.Ahead != 2 {
 		t.Fatalf("stats %+v, want 4 leased, ahead 2", st)
 	}
@@ -407,17 +405,12 @@ func TestAheadBeyondMaxOnlyForSecondItems(t *testing.T) {
 	if it := <-got; it.id == a2.id || it.id == b2.id {
 		t.Fatalf("waiter got %s, an item already leased or released", it.id)
 	}
-	f.mu.Lock()
-	if f.maxLive > 2*4 {
-		t.Errorf("at most %d items existed, want <= 2×(max+ahead)", f.maxLive)
-	}
-	f.mu.Unlock()
+	f.assertMaxLive(t, 2*4, "2×(max+ahead)")
 	closePool(t, p, f)
 }
 
-// Without AcquireAhead callers, Ahead makes Min a reserve kept past Max:
-// with every plain lease out, Min items are ready for the holders' second
-// ones; a plain caller cannot take them.
+// Before anyone calls AcquireAhead, Ahead keeps an item ready past Max
+// for each plain lease's second one; a plain caller cannot take it.
 func TestAheadKeepsReservePastMax(t *testing.T) {
 	f := newFake(true)
 	p, _ := New(Config{Min: 1, Max: 1, Ahead: 1}, f.factory())
@@ -425,12 +418,7 @@ func TestAheadKeepsReservePastMax(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, p, "1 leased + 1 ready", func(s Stats) bool { return s.Leased == 1 && s.Ready == 1 })
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	_, err := p.Acquire(ctx)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("plain acquire took the reserve past max: %v", err)
-	}
+	assertBlocks(t, p.Acquire, "plain acquire of the reserve past max")
 	soon, cancelSoon := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelSoon()
 	if _, err := p.AcquireAhead(soon); err != nil {
