@@ -93,6 +93,11 @@ type entry struct {
 	live     atomic.Pointer[pool.Pool[*instance.Instance]]
 	retired  bool
 	lastUsed time.Time // last acquire, or last time watch saw it busy
+	// autoMax: neither the recipe nor the last acquire set max, so the
+	// pool grows past it while leases are asked for (growForLease).
+	// aheadSet is the recipe's [pool] ahead (-1: unset). d.mu guards both.
+	autoMax  bool
+	aheadSet int
 
 	dbOnce   sync.Once // whether the store shares extents, probed once
 	dbShares bool

@@ -84,7 +84,7 @@ func (d *Daemon) Warm(ctx context.Context, recipePath, backendName string) (stri
 	if backendName == "" {
 		backendName = "auto"
 	}
-	e, err := d.entryFor(r, eng, res.Golden, backendName, pool.Config{Min: r.Pool.Min, Max: r.Pool.Max, Backoff: d.o.Backoff})
+	e, err := d.entryFor(r, eng, res.Golden, backendName, pool.Config{Min: r.Pool.Min, Max: r.Pool.Max, Backoff: d.o.Backoff}, !r.Pool.MaxSet)
 	if err != nil {
 		return "", err
 	}

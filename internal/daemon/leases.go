@@ -63,7 +63,7 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 	if err := (recipe.Pool{Min: cfg.Min, Max: cfg.Max}).CheckSize(); err != nil {
 		return nil, errs.Invalid("%w", err)
 	}
-	e, err := d.entryFor(r, eng, res.Golden, req.Backend, cfg)
+	e, err := d.entryFor(r, eng, res.Golden, req.Backend, cfg, !r.Pool.MaxSet && req.Max == nil)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +75,7 @@ func (d *Daemon) Acquire(ctx context.Context, req api.AcquireRequest, peer api.P
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
+		d.growForLease(e)
 		in, err := e.pool.Acquire(wctx)
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			st := e.pool.Stats()

@@ -21,15 +21,22 @@ import (
 
 // entryFor finds or makes the pool for a golden, backend and settings, and
 // retires pools the same recipe filled with an older golden.
-func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden, backendName string, cfg pool.Config) (*entry, error) {
+// autoMax says max came from neither the recipe nor the request (the
+// pool grows past it: growForLease).
+func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden, backendName string, cfg pool.Config, autoMax bool) (*entry, error) {
 	id := poolID(g.Key, backendName, r.Settings)
-	cfg.Ahead = aheadFor(g, cfg.Max, r.Pool.Ahead)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return nil, pool.ErrClosed
 	}
 	if e, ok := d.pools[id]; ok {
+		if autoMax && e.autoMax {
+			cfg.Max = max(cfg.Max, e.pool.Stats().Max) // what it grew to stays
+			cfg.Min = min(cfg.Min, cfg.Max)
+		}
+		e.autoMax, e.aheadSet = autoMax, r.Pool.Ahead
+		cfg.Ahead = aheadFor(g, cfg.Max, r.Pool.Ahead)
 		cfg.Ahead = d.fitAhead(e, e.eng.Name(), e.backend, g.Manifest.TotalBytes, cfg)
 		if err := d.resize(e, cfg); err != nil {
 			return nil, err
@@ -38,6 +45,7 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 		return e, nil
 	}
 	d.retireOlder(r.Path, backendName)
+	cfg.Ahead = aheadFor(g, cfg.Max, r.Pool.Ahead)
 	cfg.Ahead = d.fitAhead(nil, eng.Name(), backendName, g.Manifest.TotalBytes, cfg)
 	if err := d.checkCapacity(nil, eng.Name(), backendName, g.Manifest.TotalBytes, cfg.Max+cfg.Ahead); err != nil {
 		return nil, err
@@ -48,7 +56,8 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 	// for pages one test may read once; on a 1 GB golden with 32 slots
 	// that was 33 GB per instance, made while the tests ran.
 	e := &entry{id: id, recipe: r.Path, backend: backendName, eng: eng, golden: g, settings: r.Settings,
-		prewarm: r.Pool.Prewarm && len(g.Manifest.Slots) == 0, hot: r.Pool.Hot, lastUsed: time.Now()}
+		prewarm: r.Pool.Prewarm && len(g.Manifest.Slots) == 0, hot: r.Pool.Hot, lastUsed: time.Now(),
+		autoMax: autoMax, aheadSet: r.Pool.Ahead}
 	p, err := pool.New(cfg, d.factory(e))
 	if err != nil {
 		return nil, errs.Invalid("%w", err)
@@ -93,6 +102,34 @@ func aheadThatFits(ahead int, fits func(int) bool) int {
 		ahead /= 2
 	}
 	return ahead
+}
+
+// growForLease raises the max of a pool whose max nobody set to the
+// leases asked for at once (those out, the callers waiting and this one),
+// so the callers beyond the default (pytest -n 16 against the default max
+// of 8) get instances instead of waiting for other workers to end their
+// sessions; as far as the machine's memory and disk allow (checkCapacity:
+// one more at least, else none), and MaxPoolSize.
+func (d *Daemon) growForLease(e *entry) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !e.autoMax || e.retired {
+		return
+	}
+	st := e.pool.Stats()
+	want := min(st.Plain+st.Waiting-st.AheadWait+1, recipe.MaxPoolSize)
+	for ; want > st.Max; want = st.Max + (want-st.Max)/2 {
+		cfg := pool.Config{Min: st.Min, Max: want, Backoff: d.o.Backoff}
+		cfg.Ahead = aheadFor(e.golden, cfg.Max, e.aheadSet)
+		cfg.Ahead = d.fitAhead(e, e.eng.Name(), e.backend, e.golden.Manifest.TotalBytes, cfg)
+		if d.checkCapacity(e, e.eng.Name(), e.backend, e.golden.Manifest.TotalBytes, cfg.Max+cfg.Ahead) != nil {
+			continue // try fewer; none fit: the caller waits for a release, as with a max set
+		}
+		if err := e.pool.Resize(cfg); err == nil {
+			d.o.Log.Info("pool grown past its default max for the leases asked for", "pool", e.id, "max", cfg.Max)
+		}
+		return
+	}
 }
 
 // resize gives an existing pool the sizes a request asks for (checking

@@ -317,8 +317,10 @@ type Stats struct {
 	Warming    int
 	Ready      int
 	Leased     int
+	Plain      int // of Leased, those not taken by AcquireAhead
 	Discarding int
 	Waiting    int
+	AheadWait  int // of Waiting, AcquireAhead calls
 	LastError  string
 	Closed     bool
 }
@@ -327,9 +329,9 @@ type Stats struct {
 func (p *Pool[T]) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Stats{Min: p.cfg.Min, Max: p.cfg.Max, Ahead: p.cfg.Ahead, Waiting: p.waiting, Closed: p.closed,
+	st := Stats{Min: p.cfg.Min, Max: p.cfg.Max, Ahead: p.cfg.Ahead, Waiting: p.waiting, AheadWait: p.aheadW, Closed: p.closed,
 		Warming: p.countLocked(Warming), Ready: p.countLocked(Ready),
-		Leased: p.countLocked(Leased), Discarding: p.countLocked(Discarding)}
+		Leased: p.countLocked(Leased), Plain: p.plainLeasedLocked(), Discarding: p.countLocked(Discarding)}
 	if p.lastErr != nil && p.failures > 0 {
 		st.LastError = p.lastErr.Error()
 	}

@@ -75,6 +75,9 @@ type Step struct {
 type Pool struct {
 	Min int
 	Max int
+	// MaxSet says the recipe set max. Unset, the daemon grows the pool
+	// past the default as more leases are asked for at once.
+	MaxSet bool
 	// Prewarm reads every file of a pooled clone once before it is
 	// handed out, so its pages are cached (default true).
 	Prewarm bool
@@ -337,7 +340,7 @@ func (r *Recipe) fillPool(name string, raw *rawPool) error {
 		r.Pool.Min = *raw.Min
 	}
 	if raw.Max != nil {
-		r.Pool.Max = *raw.Max
+		r.Pool.Max, r.Pool.MaxSet = *raw.Max, true
 	}
 	if raw.Ahead != nil {
 		if *raw.Ahead < 0 {

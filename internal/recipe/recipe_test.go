@@ -82,7 +82,7 @@ hot = ["items", "public.orders"]
 	if len(r.Steps[2].Files) != 2 || !strings.HasSuffix(r.Steps[2].Files[0], "1_a.sql") {
 		t.Fatalf("a directory input expands to its files, sorted: %v", r.Steps[2].Files)
 	}
-	if r.Pool.Min != 1 || r.Pool.Max != 4 || !r.Pool.Prewarm || strings.Join(r.Pool.Hot, ",") != "items,public.orders" {
+	if r.Pool.Min != 1 || r.Pool.Max != 4 || !r.Pool.MaxSet || !r.Pool.Prewarm || strings.Join(r.Pool.Hot, ",") != "items,public.orders" {
 		t.Fatalf("pool: %+v", r.Pool)
 	}
 }
@@ -97,7 +97,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults: %+v", r)
 	}
 	r, err = Parse("/x/dbfork.toml", []byte("engine = \"postgres\"\n[pool]\nprewarm = false\n"))
-	if err != nil || r.Pool.Prewarm || r.Pool.Min != 2 || r.Pool.Ahead != -1 {
+	if err != nil || r.Pool.Prewarm || r.Pool.Min != 2 || r.Pool.Ahead != -1 || r.Pool.MaxSet {
 		t.Fatalf("prewarm = false: %+v %v", r.Pool, err)
 	}
 	r, err = Parse("/x/dbfork.toml", []byte("engine = \"postgres\"\n[pool]\nahead = 0\n"))
