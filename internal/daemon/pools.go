@@ -36,8 +36,7 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 			cfg.Min = min(cfg.Min, cfg.Max)
 		}
 		e.autoMax, e.aheadSet = autoMax, r.Pool.Ahead
-		cfg.Ahead = aheadFor(g, cfg.Max, r.Pool.Ahead)
-		cfg.Ahead = d.fitAhead(e, e.eng.Name(), e.backend, g.Manifest.TotalBytes, cfg)
+		cfg.Ahead = d.fitAhead(e, e.eng.Name(), e.backend, g, cfg, r.Pool.Ahead)
 		if err := d.resize(e, cfg); err != nil {
 			return nil, err
 		}
@@ -45,8 +44,7 @@ func (d *Daemon) entryFor(r *recipe.Recipe, eng engine.Engine, g *golden.Golden,
 		return e, nil
 	}
 	d.retireOlder(r.Path, backendName)
-	cfg.Ahead = aheadFor(g, cfg.Max, r.Pool.Ahead)
-	cfg.Ahead = d.fitAhead(nil, eng.Name(), backendName, g.Manifest.TotalBytes, cfg)
+	cfg.Ahead = d.fitAhead(nil, eng.Name(), backendName, g, cfg, r.Pool.Ahead)
 	if err := d.checkCapacity(nil, eng.Name(), backendName, g.Manifest.TotalBytes, cfg.Max+cfg.Ahead); err != nil {
 		return nil, err
 	}
@@ -86,13 +84,13 @@ func aheadFor(g *golden.Golden, max, set int) int {
 	return max
 }
 
-// fitAhead is cfg.Ahead, halved until max + ahead instances fit the
-// machine (checkCapacity) or it is 0: the next instances only save
-// resets, so a machine without room for them gets fewer rather than a
-// refused pool. d.mu is held.
-func (d *Daemon) fitAhead(self *entry, engineName, backendName string, goldenBytes int64, cfg pool.Config) int {
-	return aheadThatFits(cfg.Ahead, func(n int) bool {
-		return d.checkCapacity(self, engineName, backendName, goldenBytes, cfg.Max+n) == nil
+// fitAhead is aheadFor(g, cfg.Max, set), halved until max + ahead
+// instances fit the machine (checkCapacity) or it is 0: the next
+// instances only save resets, so a machine without room for them gets
+// fewer rather than a refused pool. d.mu is held.
+func (d *Daemon) fitAhead(self *entry, engineName, backendName string, g *golden.Golden, cfg pool.Config, set int) int {
+	return aheadThatFits(aheadFor(g, cfg.Max, set), func(n int) bool {
+		return d.checkCapacity(self, engineName, backendName, g.Manifest.TotalBytes, cfg.Max+n) == nil
 	})
 }
 
@@ -120,8 +118,7 @@ func (d *Daemon) growForLease(e *entry) {
 	want := min(st.Plain+st.Waiting-st.AheadWait+1, recipe.MaxPoolSize)
 	for ; want > st.Max; want = st.Max + (want-st.Max)/2 {
 		cfg := pool.Config{Min: st.Min, Max: want, Backoff: d.o.Backoff}
-		cfg.Ahead = aheadFor(e.golden, cfg.Max, e.aheadSet)
-		cfg.Ahead = d.fitAhead(e, e.eng.Name(), e.backend, e.golden.Manifest.TotalBytes, cfg)
+		cfg.Ahead = d.fitAhead(e, e.eng.Name(), e.backend, e.golden, cfg, e.aheadSet)
 		if d.checkCapacity(e, e.eng.Name(), e.backend, e.golden.Manifest.TotalBytes, cfg.Max+cfg.Ahead) != nil {
 			continue // try fewer; none fit: the caller waits for a release, as with a max set
 		}
