@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"time"
 
@@ -107,7 +108,7 @@ func aheadThatFits(ahead int, fits func(int) bool) int {
 // so the callers beyond the default (pytest -n 16 against the default max
 // of 8) get instances instead of waiting for other workers to end their
 // sessions; as far as the machine's memory and disk allow (checkCapacity:
-// one more at least, else none), and MaxPoolSize.
+// one more at least, else none), and autoMaxCeiling.
 func (d *Daemon) growForLease(e *entry) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -115,7 +116,7 @@ func (d *Daemon) growForLease(e *entry) {
 		return
 	}
 	st := e.pool.Stats()
-	want := min(st.Plain+st.Waiting-st.AheadWait+1, recipe.MaxPoolSize)
+	want := min(st.Plain+st.Waiting-st.AheadWait+1, autoMaxCeiling())
 	for ; want > st.Max; want = st.Max + (want-st.Max)/2 {
 		cfg := pool.Config{Min: st.Min, Max: want, Backoff: d.o.Backoff}
 		cfg.Ahead = d.fitAhead(e, e.eng.Name(), e.backend, e.golden, cfg, e.aheadSet)
@@ -127,6 +128,13 @@ func (d *Daemon) growForLease(e *entry) {
 		}
 		return
 	}
+}
+
+// autoMaxCeiling bounds growForLease: the default max and two leases per
+// core (more cannot all run at once, and leases a script leaks until
+// their TTL would otherwise hold instances up to the memory limit).
+func autoMaxCeiling() int {
+	return min(recipe.DefaultPoolMax+2*runtime.NumCPU(), recipe.MaxPoolSize)
 }
 
 // resize gives an existing pool the sizes a request asks for (checking

@@ -94,6 +94,9 @@ type Pool struct {
 // MaxPoolSize is the largest max a pool may have.
 const MaxPoolSize = 256
 
+// DefaultPoolMax is a pool's max when the recipe sets none.
+const DefaultPoolMax = 8
+
 // CheckSize is the one pool-size rule: recipes and API calls that override
 // a recipe's sizes both apply it (the pool package only keeps its own
 // structural invariant).
@@ -323,7 +326,7 @@ func (r *Recipe) fillSettings(name string, raw map[string]any) error {
 }
 
 func (r *Recipe) fillPool(name string, raw *rawPool) error {
-	r.Pool = Pool{Min: 2, Max: 8, Prewarm: true, Ahead: -1}
+	r.Pool = Pool{Min: 2, Max: DefaultPoolMax, Prewarm: true, Ahead: -1}
 	if raw == nil {
 		return nil
 	}
