@@ -210,8 +210,9 @@ func (p *Pool[T]) acquire(ctx context.Context, ahead bool) (T, error) {
 			leave()
 			return zero, ErrClosed
 		}
+		mayTake := ahead || p.plainLeasedLocked() < p.cfg.Max
 		for s := range p.slots {
-			if s.state == Ready && (ahead || p.plainLeasedLocked() < p.cfg.Max) {
+			if s.state == Ready && mayTake {
 				s.state, s.since, s.ahead = Leased, time.Now(), ahead
 				leave()
 				p.fillLocked()

@@ -90,6 +90,22 @@ func assertBlocks(t *testing.T, acquire func(context.Context) (*item, error), wh
 	}
 }
 
+// waiter starts a plain Acquire that blocks, and returns once the pool
+// counts it as waiting; the item it gets comes on the channel.
+func waiter(t *testing.T, p *Pool[*item]) <-chan *item {
+	t.Helper()
+	got := make(chan *item, 1)
+	go func() {
+		it, err := p.Acquire(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- it
+	}()
+	waitFor(t, p, "a waiter", func(s Stats) bool { return s.Waiting == 1 })
+	return got
+}
+
 // waitFor polls the pool's stats until cond holds.
 func waitFor(t *testing.T, p *Pool[*item], what string, cond func(Stats) bool) Stats {
 	t.Helper()
@@ -168,15 +184,7 @@ func TestMaxBoundsLiveItemsAndAcquireWaits(t *testing.T) {
 	a, _ := p.Acquire(context.Background())
 	b, _ := p.Acquire(context.Background())
 	assertBlocks(t, p.Acquire, "third acquire with max=2")
-	got := make(chan *item, 1)
-	go func() {
-		it, err := p.Acquire(context.Background())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- it
-	}()
-	waitFor(t, p, "a waiter", func(s Stats) bool { return s.Waiting == 1 })
+	got := waiter(t, p)
 	if err := p.Release(a.id); err != nil {
 		t.Fatal(err)
 	}
@@ -373,15 +381,7 @@ func TestAheadBeyondMaxOnlyForSecondItems(t *testing.T) {
 		t.Fatalf("stats %+v, want 4 leased, ahead 2", st)
 	}
 	// A plain caller waits while both holders move to their second items.
-	got := make(chan *item, 1)
-	go func() {
-		it, err := p.Acquire(context.Background())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- it
-	}()
-	waitFor(t, p, "a plain waiter", func(s Stats) bool { return s.Waiting == 1 })
+	got := waiter(t, p)
 	for _, mv := range [][2]*item{{a, a2}, {b, b2}} {
 		if err := p.Release(mv[0].id); err != nil {
 			t.Fatal(err)
