@@ -102,6 +102,11 @@ type entry struct {
 	dbOnce   sync.Once // whether the store shares extents, probed once
 	dbShares bool
 
+	// thrown counts the instances its pool made that are thrown away
+	// after use for their backend alone (OverlayFS: nothing restores
+	// one); backendToMake.
+	thrown atomic.Int64
+
 	// queued counts replacements of leases low on slots waiting in the
 	// pool's Acquire (freshahead.go), which the pool counts as waiters.
 	queued atomic.Int32

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/daemon"
+	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/proc"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
@@ -232,6 +235,58 @@ func TestFreshSlotsReplacementPastMax(t *testing.T) {
 	}
 	if err := w.c.Release(context.Background(), l.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A pool of a golden with slots left to auto makes OverlayFS instances
+// first (one mount: nothing to wait for), and once it has thrown away
+// daemon.ReflinkAfter of them per place (max 1 + ahead 1 here), reflink
+// ones, which are restored after a lease instead: the lease ends up on a
+// reflink instance and the next lease gets that same clone back, restored,
+// with the golden's row only.
+func TestSlotPoolTurnsToReflink(t *testing.T) {
+	testenv.RequireRoot(t)
+	w := newWorldAt(t, testenv.LoopFS(t, "xfs", 1<<30), "", "[fresh]\nslots = 2\n[pool]\nmin = 0\nmax = 1\n")
+	l := w.acquire(api.AcquireRequest{})
+	backendAt := func(port int) string {
+		sts, err := instance.List(w.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sts {
+			if st.Server != nil && st.Server.Port == port {
+				return st.Backend
+			}
+		}
+		t.Fatalf("no instance serves port %d", port)
+		return ""
+	}
+	var seen []string
+	for round := 0; round < 2*daemon.ReflinkAfter*2+4 && (len(seen) == 0 || seen[len(seen)-1] != "reflink"); round++ {
+		var db *api.FreshDB
+		for i := 0; i < 2; i++ {
+			db = fresh(t, w, l.ID, api.ModeSlot)
+			exec1(t, db.DSN, "insert into notes(who) values ('test')")
+		}
+		seen = append(seen, backendAt(db.Conn.Port))
+	}
+	t.Logf("backends round by round: %v", seen)
+	if seen[0] != "overlay" || seen[len(seen)-1] != "reflink" {
+		t.Fatalf("backends of the lease's instances, round by round: %v; want overlay first, then reflink", seen)
+	}
+	if n := slices.Index(seen, "reflink"); n < 2*daemon.ReflinkAfter-2 {
+		t.Fatalf("reflink after %d overlay instances (%v), want about %d thrown away first", n, seen, 2*daemon.ReflinkAfter)
+	}
+	// Released, its reflink instances are restored for the next lease,
+	// which finds the golden's row only (fresh checks) in each slot.
+	if err := w.c.Release(context.Background(), l.ID); err != nil {
+		t.Fatal(err)
+	}
+	l2 := w.acquire(api.AcquireRequest{})
+	for i := 0; i < 2; i++ {
+		if b := backendAt(fresh(t, w, l2.ID, api.ModeSlot).Conn.Port); b != "reflink" {
+			t.Fatalf("the next lease got a %s instance, want a restored reflink one", b)
+		}
 	}
 }
 

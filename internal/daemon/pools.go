@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dbfork/dbfork/internal/api"
+	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/errs"
 	"github.com/dbfork/dbfork/internal/faults"
@@ -18,6 +19,7 @@ import (
 	"github.com/dbfork/dbfork/internal/instance"
 	"github.com/dbfork/dbfork/internal/pool"
 	"github.com/dbfork/dbfork/internal/recipe"
+	"github.com/dbfork/dbfork/internal/store"
 )
 
 // entryFor finds or makes the pool for a golden, backend and settings, and
@@ -223,11 +225,52 @@ func (d *Daemon) factory(e *entry) pool.Factory[*instance.Instance] {
 // says prewarm = false, reads it once (copying hot tables up) while it
 // waits in the pool.
 func (d *Daemon) createPooled(ctx context.Context, e *entry) (*instance.Instance, error) {
-	in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: e.backend, Settings: e.settings, Recipe: e.recipe, Ahead: true})
+	in, err := instance.Create(ctx, d.o.Store, e.eng, e.golden, instance.Options{Backend: d.backendToMake(ctx, e), Settings: e.settings, Recipe: e.recipe, Ahead: true})
 	if err != nil {
 		return in, err
 	}
+	if !in.Recyclable() && store.IsDynamicUID(in.State.UID) {
+		e.thrown.Add(1) // thrown away for its backend alone
+	}
 	return d.warm(ctx, e, in, e.prewarm)
+}
+
+// reflinkAfter is how many thrown-away instances per place in a pool
+// (max + ahead) a pool of a golden with slots makes before it makes
+// reflink ones instead (backendToMake).
+const reflinkAfter = 4
+
+// backendToMake is the backend for e's next new instance. Auto picks
+// OverlayFS on a store that shares extents: one mount, no work per file,
+// right for `up` and for an instance a test waits for. A golden with
+// slots is where that stops being the cheaper one in a long run:
+// PostgreSQL opens every relation file read-write, so each test's first
+// connection to a slot copies ~100 catalog files up, on every instance
+// again, and a used overlay clone is thrown away. A reflink clone pays
+// one FICLONE per file once (~0.4 s of CPU for a 1 GB golden with 32
+// slots, 11,300 files) and is restored in place after every lease (the
+// few dozen files its server wrote). So, as in renting before buying, a
+// pool left to auto makes OverlayFS instances until it has thrown away
+// reflinkAfter per place (about what one reflink clone costs more, per
+// place), then reflink ones when no client is waiting for the instance.
+// A suite of a thousand tests on 8 workers never gets there; 8 × 200
+// fresh cycles after that point made ~33 % more per second
+// (docs/performance.md, session 22).
+func (d *Daemon) backendToMake(ctx context.Context, e *entry) string {
+	if e.backend != "auto" || len(e.golden.Manifest.Slots) == 0 {
+		return e.backend
+	}
+	p := e.live.Load()
+	if p == nil {
+		return e.backend
+	}
+	if st := p.Stats(); st.Waiting > 0 || e.thrown.Load() < int64(reflinkAfter*(st.Max+st.Ahead)) {
+		return e.backend
+	}
+	if _, _, err := backend.Select(ctx, "reflink", d.o.Store.InstancesDir(), e.golden.DataDir()); err != nil {
+		return e.backend
+	}
+	return "reflink"
 }
 
 // warm readies a new instance of e's pool while it waits: with prewarm,

@@ -1,0 +1,4 @@
+package daemon
+
+// ReflinkAfter is reflinkAfter, for the package's outside tests.
+const ReflinkAfter = reflinkAfter
