@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dbfork/dbfork/internal/errs"
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
 // Problem is one way a golden differs from its manifest.
@@ -140,7 +141,7 @@ func (v *verifier) dir(fd int, rel string) {
 // entry compares the entry rel (name in the directory open at dfd) with
 // its manifest line f, and says whether the walk goes on below it.
 func (v *verifier) entry(dfd int, name, rel string, f File, st *unix.Stat_t) bool {
-	mode := fileMode(st.Mode)
+	mode := fsutil.FileMode(st.Mode)
 	if fs.FileMode(f.Mode).Type() != mode.Type() {
 		v.problem(rel, fmt.Sprintf("type changed (%v, manifest %v)", mode.Type(), fs.FileMode(f.Mode).Type()))
 		return false
@@ -177,35 +178,6 @@ func (v *verifier) entry(dfd int, name, rel string, f File, st *unix.Stat_t) boo
 		}
 	}
 	return true
-}
-
-// fileMode is a stat mode as Go's fs.FileMode.
-func fileMode(m uint32) fs.FileMode {
-	mode := fs.FileMode(m & 0o777)
-	switch m & unix.S_IFMT {
-	case unix.S_IFDIR:
-		mode |= fs.ModeDir
-	case unix.S_IFLNK:
-		mode |= fs.ModeSymlink
-	case unix.S_IFCHR:
-		mode |= fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		mode |= fs.ModeDevice
-	case unix.S_IFIFO:
-		mode |= fs.ModeNamedPipe
-	case unix.S_IFSOCK:
-		mode |= fs.ModeSocket
-	}
-	if m&unix.S_ISUID != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		mode |= fs.ModeSetgid
-	}
-	if m&unix.S_ISVTX != 0 {
-		mode |= fs.ModeSticky
-	}
-	return mode
 }
 
 // readlinkAt reads the symlink name in the directory open at dfd.

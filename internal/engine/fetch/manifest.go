@@ -10,7 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dbfork/dbfork/internal/fsutil"
 )
 
 // ManifestFile is written last into an install dir: a dir without it is
@@ -73,22 +78,33 @@ func listTree(dir string) ([]File, error) {
 
 // check compares the tree with its manifest: every file present with
 // its type, mode and size (full hashes when deep), nothing writable by
-// others.
+// others. Every `up`, `run` and build makes it, so each file is looked
+// at relative to its open directory, not by a path walked from / again
+// (fsutil.DirFDs); no component on the way may be a symlink.
 func (m *Manifest) check(dir string, deep bool) error {
+	d, err := fsutil.OpenDirs(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
 	for _, f := range m.Files {
-		p := filepath.Join(dir, f.Path)
-		info, err := os.Lstat(p)
-		if err != nil {
+		rel := filepath.ToSlash(filepath.Clean(f.Path))
+		if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(f.Path) {
+			return fmt.Errorf("%s: not a path inside the install", f.Path)
+		}
+		var st unix.Stat_t
+		if err := d.Lstat(rel, &st); err != nil {
 			return fmt.Errorf("%s: %w", f.Path, err)
 		}
-		if info.Mode() != f.Mode {
-			return fmt.Errorf("%s: mode %v, manifest says %v", f.Path, info.Mode(), f.Mode)
+		mode := fsutil.FileMode(st.Mode)
+		if mode != f.Mode {
+			return fmt.Errorf("%s: mode %v, manifest says %v", f.Path, mode, f.Mode)
 		}
-		if info.Mode().IsRegular() && info.Size() != f.Size {
-			return fmt.Errorf("%s: %d bytes, manifest says %d", f.Path, info.Size(), f.Size)
+		if mode.IsRegular() && st.Size != f.Size {
+			return fmt.Errorf("%s: %d bytes, manifest says %d", f.Path, st.Size, f.Size)
 		}
 		if deep && f.SHA256 != "" {
-			sum, err := fileSHA256(p)
+			sum, err := fileSHA256(filepath.Join(dir, f.Path))
 			if err != nil {
 				return err
 			}
