@@ -28,10 +28,14 @@ func OpenDirs(root string) (*DirFDs, error) {
 }
 
 // Dir is the descriptor of the directory rel (slash-separated, relative
-// to the root, clean; "." for the root), opened on first use.
+// to the root, clean; "." for the root), opened on first use. A path
+// that is not of that form (absolute, with "..") is refused.
 func (d *DirFDs) Dir(rel string) (int, error) {
 	if fd, ok := d.fds[rel]; ok {
 		return fd, nil
+	}
+	if !fs.ValidPath(rel) {
+		return -1, fmt.Errorf("%s: not a path inside the tree", rel)
 	}
 	parent, err := d.Dir(path.Dir(rel))
 	if err != nil {
@@ -48,6 +52,9 @@ func (d *DirFDs) Dir(rel string) (int, error) {
 // Lstat stats rel (a file or directory below the root, not the root)
 // relative to its open parent, without following a symlink at rel.
 func (d *DirFDs) Lstat(rel string, st *unix.Stat_t) error {
+	if rel == "." || !fs.ValidPath(rel) {
+		return fmt.Errorf("%s: not a path inside the tree", rel)
+	}
 	parent, err := d.Dir(path.Dir(rel))
 	if err != nil {
 		return err

