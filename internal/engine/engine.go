@@ -93,7 +93,11 @@ type StartSpec struct {
 	Database string
 	Owner    string
 	Password string // set for Owner once ready (TCP logins need it); empty: none
-	Timeout  time.Duration
+	// Closed are databases the server refuses every connection to (a
+	// golden's slots in an instance that hands none out: their files
+	// were left out of its check).
+	Closed  []string
+	Timeout time.Duration
 	// OnLaunch is called as soon as the server process exists, before
 	// waiting for it to be ready, so the caller can record it.
 	OnLaunch func(*Server) error

@@ -28,7 +28,10 @@ type BuildTuner interface {
 
 // SlotMaker is implemented by engines that can copy the recipe's
 // database into further databases of the same server at build time
-// (PostgreSQL: CREATE DATABASE … TEMPLATE … STRATEGY FILE_COPY).
+// (PostgreSQL: CREATE DATABASE … TEMPLATE … STRATEGY FILE_COPY). It
+// returns where each slot's files are, relative to the data dir, in the
+// order of names: an instance whose slots no one hands out closes them and
+// leaves those dirs out of its check of the golden.
 type SlotMaker interface {
-	MakeSlots(ctx context.Context, srv *Server, names []string) error
+	MakeSlots(ctx context.Context, srv *Server, names []string) (dirs []string, err error)
 }

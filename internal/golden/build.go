@@ -223,7 +223,8 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 		return nil, err
 	}
 	srv = nil
-	if err := addSlots(ctx, bu, eng, r, tmp, &srv, o); err != nil {
+	slotDirs, err := addSlots(ctx, bu, eng, r, tmp, &srv, o)
+	if err != nil {
 		return nil, err
 	}
 	faults.At("build:stopped")
@@ -252,9 +253,11 @@ func build(ctx context.Context, s *store.Store, eng engine.Engine, r *recipe.Rec
 	if n := shareIdentical(data, files, r); n > 0 {
 		o.Log.Info("slots share their files' extents", "bytes", n)
 	}
+	files = slotFilesLast(files, slotDirs)
 	m := newManifest(eng, r, key, version, inputs)
-	m.BuildSeconds, m.TotalBytes, m.Files = time.Since(start).Seconds(), total, files
-	m.GroupShared = shared
+	m.BuildSeconds, m.TotalBytes = time.Since(start).Seconds(), total
+	m.SetFiles(files)
+	m.GroupShared, m.SlotDirs = shared, slotDirs
 	m.StepKeys, m.ReusedSteps = plan.keys, plan.from
 	g, err = Publish(s, tmp, m, "build")
 	if err != nil {

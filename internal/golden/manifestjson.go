@@ -1,55 +1,230 @@
 package golden
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
 // decodeManifest decodes a manifest file. A golden with slots lists
-// 11,000+ files (1.9 MB of JSON) and encoding/json took 16-20 ms for it
-// on every `dbfork up`, `run` or `ls` that looked the golden up (12 ms
-// even with the file list left raw: its scanner reads the whole input
-// before decoding); its own reading of the file list is most of that.
-// So the "files" array is read here by a small reader of its own, the
-// rest of the object, a few hundred bytes, by encoding/json. Anything
-// this reader does not expect sends the whole file to encoding/json,
-// which decides what it means (and words the error).
+// 11,000+ files (1.9 MB of JSON): encoding/json took 16-20 ms for it (12
+// ms even with the file list left raw: its scanner reads the whole input
+// before decoding), a reader of our own 5-12 ms in a fresh process, and
+// most lookups never use the list. So the "files" array is only found
+// here (its strings and brackets followed, its values not read) and kept
+// as it is, for Files to decode on first use with the reader below; the
+// rest of the object, a few hundred bytes, goes to encoding/json.
+// Anything this does not expect sends the whole file to encoding/json,
+// which decides what it means (and words the error). data must not be
+// changed afterwards.
 func decodeManifest(data []byte) (*Manifest, error) {
-	var m Manifest
-	if files, start, end, ok := readFiles(data); ok {
+	if start, end, slotsLast, ok := locateFiles(data); ok {
 		rest := make([]byte, 0, len(data)-(end-start)+2)
 		rest = append(append(append(rest, data[:start]...), "[]"...), data[end:]...)
+		var m Manifest
 		if err := json.Unmarshal(rest, &m); err == nil {
-			m.Files = files
+			m.files, m.list = nil, &fileList{raw: data[start:end], slotsLast: slotsLast && len(m.SlotDirs) > 0}
 			return &m, nil
 		}
 	}
-	m = Manifest{}
+	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, err
 	}
 	return &m, nil
 }
 
-// jsonReader reads JSON values from b at i.
+// fileList is a manifest's "files" array as read, decoded once when
+// first asked for.
+type fileList struct {
+	raw []byte
+	// slotsLast: the list is as this version writes it, the slots' files
+	// after all others (slotFilesLast).
+	slotsLast bool
+	once      sync.Once
+	files []File
+	err   error
+}
+
+func (l *fileList) all() ([]File, error) {
+	l.once.Do(func() {
+		r := &jsonReader{b: l.raw, s: string(l.raw)}
+		files, ok := r.files()
+		if !ok || !r.end() {
+			l.err = errors.New("its file list is not a list of files")
+			return
+		}
+		l.files = files
+	})
+	return l.files, l.err
+}
+
+// without decodes the files that are not below one of the dirs in skip
+// (each "base/<oid>"), reading no more of the others than their path.
+// Where the slots' files come last, it stops at the first of them:
+// should a file be listed after them (a manifest edited by hand), the
+// check that reads this finds that file on disk and not in its list,
+// and fails.
+func (l *fileList) without(skip map[string]bool) ([]File, error) {
+	r := &jsonReader{b: l.raw, skipDirs: skip, stopAtSkipped: l.slotsLast}
+	files, ok := r.files()
+	if !ok || !r.stopped && !r.end() {
+		return nil, errors.New("its file list is not a list of files")
+	}
+	return files, nil
+}
+
+// slotFilesLast orders files (sorted by path) for the manifest: every
+// file outside the slots' dirs in their order, then the slots' files.
+// A check that leaves the slots out reads the list up to the first of
+// those (fileList.without).
+func slotFilesLast(files []File, slotDirs []string) []File {
+	if len(slotDirs) == 0 {
+		return files
+	}
+	dirs := make(map[string]bool, len(slotDirs))
+	for _, d := range slotDirs {
+		dirs[d] = true
+	}
+	out := make([]File, 0, len(files))
+	var slots []File
+	for _, f := range files {
+		if below(f.Path, dirs) {
+			slots = append(slots, f)
+		} else {
+			out = append(out, f)
+		}
+	}
+	return append(out, slots...)
+}
+
+// filesWithout are the golden's files but those below the dirs in skip.
+func (m *Manifest) filesWithout(skip map[string]bool) ([]File, error) {
+	if m.list == nil || len(skip) == 0 {
+		all, err := m.Files()
+		if err != nil || len(skip) == 0 {
+			return all, err
+		}
+		out := make([]File, 0, len(all))
+		for _, f := range all {
+			if !below(f.Path, skip) {
+				out = append(out, f)
+			}
+		}
+		return out, nil
+	}
+	return m.list.without(skip)
+}
+
+// below: path is inside one of the dirs (two components deep) in dirs.
+func below(path string, dirs map[string]bool) bool {
+	d := topDirs(path, 2)
+	return len(d) < len(path) && dirs[d]
+}
+
+// locateFiles finds the value of the top-level key "files" (an array;
+// the last one, as encoding/json would) in data: [start, end).
+//
+// A manifest that names its slot_dirs before its files was written by
+// this version (MarshalJSON), so its file list comes last, its slots'
+// files at its end: slotsLast, and the list is taken to end at the
+// object's last "]" without being read (a 32-slot golden's 1.9 MB: 2 ms
+// of `dbfork up`). Files checks that when it reads the list: a list that
+// does not end there is an error then, as any bad list is.
+func locateFiles(data []byte) (start, end int, slotsLast, ok bool) {
+	r := &jsonReader{b: data}
+	if !r.next('{') || r.next('}') {
+		return 0, 0, false, false
+	}
+	slotDirs := false
+	for {
+		key, err := r.key()
+		if err != nil || !r.next(':') {
+			return 0, 0, false, false
+		}
+		r.space()
+		at := r.i
+		files := string(key) == "files"
+		if files && (at >= len(data) || data[at] != '[') {
+			return 0, 0, false, false // null, or not a list: encoding/json decides
+		}
+		if files && slotDirs {
+			if e := lastListEnd(data); e > at {
+				return at, e, true, true
+			}
+		}
+		slotDirs = slotDirs || string(key) == "slot_dirs"
+		if !r.skipFast(0) {
+			return 0, 0, false, false
+		}
+		if files {
+			start, end, ok = at, r.i, true
+		}
+		if r.next('}') {
+			return start, end, false, ok && r.end()
+		}
+		if !r.next(',') {
+			return 0, 0, false, false
+		}
+	}
+}
+
+// lastListEnd is the end of data's last value when data ends with a list
+// closing its object ("]" "}", white space around), else 0.
+func lastListEnd(data []byte) int {
+	i := len(data)
+	for i > 0 && isSpace(data[i-1]) {
+		i--
+	}
+	if i == 0 || data[i-1] != '}' {
+		return 0
+	}
+	i--
+	for i > 0 && isSpace(data[i-1]) {
+		i--
+	}
+	if i == 0 || data[i-1] != ']' {
+		return 0
+	}
+	return i
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
+
+// jsonReader reads JSON values from b at i. s holds b's bytes as a
+// string: the strings read are slices of it, one copy for all of them
+// (a 32-slot golden's list has 22,000 paths and sums).
 type jsonReader struct {
 	b []byte
+	s string // b as a string, or "": each string read is a copy
 	i int
+	// skipDirs: files (entries) whose path is below one of these dirs
+	// are left out, read no further than their path; with stopAtSkipped
+	// the list ends at the first of them (stopped).
+	skipDirs      map[string]bool
+	stopAtSkipped bool
+	stopped       bool
+}
+
+// sub is b[from:to] as a string.
+func (r *jsonReader) sub(from, to int) string {
+	if r.s != "" {
+		return r.s[from:to]
+	}
+	return string(r.b[from:to])
 }
 
 var errJSON = errors.New("unexpected JSON")
 
 func (r *jsonReader) space() {
-	for r.i < len(r.b) {
-		switch r.b[r.i] {
-		case ' ', '\t', '\n', '\r':
-			r.i++
-		default:
-			return
-		}
+	b, i := r.b, r.i // locals: r.i++ in the loop made each byte wait for a store
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+		i++
 	}
+	r.i = i
 }
 
 // next skips white space and says whether the next byte is c (and
@@ -74,6 +249,17 @@ func (r *jsonReader) strKeep(keep bool) (string, error) {
 		return "", errJSON
 	}
 	start := r.i
+	// The common case: no escape, nothing but ASCII up to the next quote.
+	if n := bytes.IndexByte(r.b[start+1:], '"'); n >= 0 {
+		end := start + 1 + n
+		if plainASCII(r.b[start+1 : end]) {
+			r.i = end + 1
+			if !keep {
+				return "", nil
+			}
+			return r.sub(start+1, end), nil
+		}
+	}
 	plain := true
 	for j := r.i + 1; j < len(r.b); j++ {
 		switch c := r.b[j]; {
@@ -83,7 +269,7 @@ func (r *jsonReader) strKeep(keep bool) (string, error) {
 				return "", nil
 			}
 			if plain {
-				return string(r.b[start+1 : j]), nil
+				return r.sub(start+1, j), nil
 			}
 			var s string
 			if err := json.Unmarshal(r.b[start:j+1], &s); err != nil {
@@ -100,6 +286,16 @@ func (r *jsonReader) strKeep(keep bool) (string, error) {
 		}
 	}
 	return "", errJSON
+}
+
+// plainASCII: no escape, no control character, nothing but ASCII.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= utf8.RuneSelf || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // key reads an object's key: the bytes between the quotes, without a
@@ -192,61 +388,111 @@ func (r *jsonReader) integer(bits int, signed bool) (int64, error) {
 	return int64(u), err
 }
 
-// readFiles reads the value of the top-level key "files" (an array of
-// files) of a manifest, and where it is in data: [start, end).
-func readFiles(data []byte) (files []File, start, end int, ok bool) {
-	r := &jsonReader{b: data}
-	if !r.next('{') || r.next('}') {
-		return nil, 0, 0, false
-	}
-	for {
-		key, err := r.str()
-		if err != nil || !r.next(':') {
-			return nil, 0, 0, false
-		}
-		r.space()
-		at := r.i
-		if key == "files" && at < len(data) && data[at] == '[' {
-			if files, ok = r.files(); !ok {
-				return nil, 0, 0, false
-			}
-			start, end = at, r.i
-		} else if err := r.skip(); err != nil {
-			return nil, 0, 0, false
-		}
-		if r.next('}') {
-			return files, start, end, ok && r.end()
-		}
-		if !r.next(',') {
-			return nil, 0, 0, false
-		}
-	}
-}
-
 // files reads a manifest's file list; ok is false for anything but an
-// array of objects with the fields File has (others skipped).
+// array of objects with the fields File has (others skipped). A long
+// list is read as two halves at once (a 32-slot golden's 1.9 MB list:
+// 5 ms on one core, and `dbfork up` waits for it): the second half from
+// an entry's start guessed near the middle, a guess that counts only
+// when the reading of the first half arrives exactly there.
 func (r *jsonReader) files() ([]File, bool) {
 	if !r.next('[') {
 		return nil, false
 	}
-	files := make([]File, 0, (len(r.b)-r.i)/150)
 	if r.next(']') {
-		return files, true
+		return []File{}, true
 	}
-	for {
-		if !r.next('{') {
+	if half := r.middleEntry(); half > 0 && !r.stopAtSkipped {
+		type part struct {
+			files []File
+			end   int
+			ok    bool
+		}
+		second := make(chan part, 1)
+		go func() {
+			q := &jsonReader{b: r.b, s: r.s, i: half, skipDirs: r.skipDirs}
+			files, _, ok := q.entries(make([]File, 0, (len(r.b)-half)/150+1), -1)
+			second <- part{files, q.i, ok}
+		}()
+		files, atHalf, ok := r.entries(make([]File, 0, (len(r.b)-r.i)/150+1), half)
+		p := <-second
+		switch {
+		case !ok:
+			return nil, false
+		case !atHalf:
+			return files, true // the guess was inside an entry: read whole
+		case !p.ok:
 			return nil, false
 		}
+		r.i = p.end
+		return append(files, p.files...), true
+	}
+	n := (len(r.b)-r.i)/150 + 1
+	if r.stopAtSkipped {
+		n = min(n, 1024) // most of the list is the slots' files, not read
+	}
+	files, _, ok := r.entries(make([]File, 0, n), -1)
+	return files, ok
+}
+
+// middleEntry guesses where an entry of the list begins near the middle
+// of what is left ("}" "," "{" with white space between), or 0 for a
+// list too short to split.
+func (r *jsonReader) middleEntry() int {
+	const minSplit = 64 << 10
+	if len(r.b)-r.i < minSplit {
+		return 0
+	}
+	at := r.i + (len(r.b)-r.i)/2
+	for tries := 0; tries < 64; tries++ {
+		n := bytes.IndexByte(r.b[at:], '}')
+		if n < 0 {
+			return 0
+		}
+		q := &jsonReader{b: r.b, i: at + n + 1}
+		if q.next(',') && q.next('{') {
+			return q.i - 1
+		}
+		at += n + 1
+	}
+	return 0
+}
+
+// entries reads the list's entries from r.i on, up to and past its "]".
+// With stop >= 0 it stops where an entry begins at stop (atStop, r.i =
+// stop); an entry that does not begin there is read on to the end.
+func (r *jsonReader) entries(files []File, stop int) (_ []File, atStop, ok bool) {
+	for {
+		if stop >= 0 && r.i == stop {
+			return files, true, true
+		}
+		if !r.next('{') {
+			return nil, false, false
+		}
 		var f File
+		leave := false // below a dir left out (skipDirs)
 		if !r.next('}') {
-			for {
+			for first := true; ; first = false {
 				key, err := r.key()
 				if err != nil || !r.next(':') {
-					return nil, false
+					return nil, false, false
 				}
+				r.space()
+				valueAt := r.i
 				switch string(key) { // compared without a copy
 
 				case "path":
+					if r.skipDirs != nil && first {
+						if p, perr := r.key(); perr == nil && below(string(p), r.skipDirs) {
+							if r.stopAtSkipped {
+								r.stopped = true
+								return files, false, true
+							}
+							leave = true
+							err = r.skipRest()
+							break
+						}
+						r.i = valueAt
+					}
 					f.Path, err = r.str()
 				case "sha256":
 					f.SHA256, err = r.str()
@@ -262,23 +508,102 @@ func (r *jsonReader) files() ([]File, bool) {
 					err = r.skip()
 				}
 				if err != nil {
-					return nil, false
+					return nil, false, false
 				}
-				if r.next('}') {
+				if leave || r.next('}') {
 					break
 				}
 				if !r.next(',') {
-					return nil, false
+					return nil, false, false
 				}
 			}
 		}
-		files = append(files, f)
+		if !leave && (r.skipDirs == nil || !below(f.Path, r.skipDirs)) {
+			files = append(files, f)
+		}
 		if r.next(']') {
-			return files, true
+			return files, false, true
 		}
 		if !r.next(',') {
-			return nil, false
+			return nil, false, false
 		}
+		r.space()
+	}
+}
+
+// skipRest reads past the rest of an object (after one of its values)
+// up to and including its "}".
+func (r *jsonReader) skipRest() error {
+	if !r.skipFast(1) {
+		return errJSON
+	}
+	return nil
+}
+
+// skipFast reads past a value (depth 0), or past the rest of an object
+// or array already open (depth 1), following only strings and brackets:
+// a string is skipped to its closing quote (found by IndexByte), and
+// nothing else is checked. What it passes over is read again, checked,
+// by encoding/json or Files, so it only has to find the end. Locating a
+// 32-slot golden's list this way takes ~1 ms where reading it takes 5.
+func (r *jsonReader) skipFast(depth int) bool {
+	r.space()
+	b, i := r.b, r.i
+	if depth == 0 && i < len(b) && b[i] != '"' && b[i] != '[' && b[i] != '{' {
+		return r.skip() == nil // a number or literal: the checked reader
+	}
+	for i < len(b) {
+		for i < len(b) && !structural[b[i]] {
+			i++
+		}
+		if i == len(b) {
+			break
+		}
+		switch b[i] {
+		case '"':
+			end, ok := stringEnd(b, i)
+			if !ok {
+				return false
+			}
+			i = end
+			if depth == 0 {
+				r.i = i
+				return true
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth <= 0 {
+				r.i = i + 1
+				return depth == 0
+			}
+		}
+		i++
+	}
+	return false
+}
+
+// structural are the bytes skipFast stops at.
+var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+
+// stringEnd is where the string opening at b[i] ends (after its quote).
+func stringEnd(b []byte, i int) (int, bool) {
+	j := i + 1
+	for {
+		n := bytes.IndexByte(b[j:], '"')
+		if n < 0 {
+			return 0, false
+		}
+		j += n
+		k := j // an even run of backslashes before it: the quote ends it
+		for k > i+1 && b[k-1] == '\\' {
+			k--
+		}
+		if (j-k)%2 == 0 {
+			return j + 1, true
+		}
+		j++
 	}
 }
 

@@ -63,7 +63,7 @@ func TestBuildStripsSetIDBits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range res.Golden.Manifest.Files {
+	for _, f := range listOf(t, res.Golden.Manifest) {
 		if fs.FileMode(f.Mode)&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
 			t.Errorf("manifest records %s with mode %v", f.Path, fs.FileMode(f.Mode))
 		}
@@ -113,11 +113,13 @@ func TestSetIDGoldenIsRefused(t *testing.T) {
 	if err != nil || fi.Mode()&fs.ModeSetuid == 0 {
 		t.Fatalf("could not make the golden's file setuid: %v %v", fi.Mode(), err)
 	}
-	for i := range g.Manifest.Files {
-		if g.Manifest.Files[i].Path == "PG_VERSION" {
-			g.Manifest.Files[i].Mode = uint32(fi.Mode())
+	files := listOf(t, g.Manifest)
+	for i := range files {
+		if files[i].Path == "PG_VERSION" {
+			files[i].Mode = uint32(fi.Mode())
 		}
 	}
+	g.Manifest.SetFiles(files)
 	mdata, err := json.MarshalIndent(g.Manifest, "", "  ")
 	if err != nil {
 		t.Fatal(err)

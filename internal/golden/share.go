@@ -96,13 +96,17 @@ func shareTree(data string, m *Manifest, u store.User) error {
 		return fmt.Errorf("share golden files with the servers' group: %w", err)
 	}
 	if m != nil {
-		for i := range m.Files {
-			if changed[m.Files[i].Path] {
-				mode := stripMode(fs.FileMode(m.Files[i].Mode))
+		files, err := m.Files()
+		if err != nil {
+			return err
+		}
+		for i := range files { // in place: m's own list
+			if changed[files[i].Path] {
+				mode := stripMode(fs.FileMode(files[i].Mode))
 				if u.Dropped() {
 					mode = fs.FileMode(groupMode(uint32(mode)))
 				}
-				m.Files[i].Mode = uint32(mode)
+				files[i].Mode = uint32(mode)
 			}
 		}
 		m.GroupShared = m.GroupShared || u.Dropped()
@@ -128,8 +132,12 @@ func Share(s *store.Store, g *Golden) error {
 		*g.Manifest = *disk.Manifest // shared by another process meanwhile
 		return nil
 	}
+	files, err := g.Manifest.Files()
+	if err != nil {
+		return fmt.Errorf("golden %s: bad manifest: %w", short(g.Key), err)
+	}
 	m := *g.Manifest
-	m.Files = append([]File(nil), g.Manifest.Files...)
+	m.SetFiles(append([]File(nil), files...))
 	thawed, err := backend.ThawDataDir(g.DataDir())
 	if err != nil {
 		return fmt.Errorf("golden %s: make writable to share it: %w", short(g.Key), err)

@@ -41,30 +41,30 @@ func SlotNames(n int) []string {
 // slots: 33 GB checksummed twice and written back, then shared again). A
 // kept step's state never gets slots: they are copies of the finished
 // database, made at the end of the build.
-func addSlots(ctx context.Context, u store.User, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server, o Options) error {
+func addSlots(ctx context.Context, u store.User, eng engine.Engine, r *recipe.Recipe, tmp string, srv **engine.Server, o Options) (dirs []string, err error) {
 	if r.Fresh.Slots <= 0 {
-		return nil
+		return nil, nil
 	}
 	o.Progress.Step("start build server for the slots")
 	started, err := eng.Start(ctx, buildSpec(u, eng, r, tmp, srv))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	*srv = started
-	if err := makeSlots(ctx, eng, started, r, o); err != nil {
-		return err
+	if dirs, err = makeSlots(ctx, eng, started, r, o); err != nil {
+		return nil, err
 	}
 	if err := stopClean(ctx, u, eng, started, tmp, o); err != nil {
-		return err
+		return nil, err
 	}
 	*srv = nil
 	if n := shareTwins(ctx, filepath.Join(tmp, "data")); n > 0 {
 		o.Log.Info("slots share their files' blocks with the database", "bytes", n)
 	}
 	if err := ctx.Err(); err != nil {
-		return err // interrupted: the build is discarded
+		return nil, err // interrupted: the build is discarded
 	}
-	return seal(ctx, u, eng, r, tmp, o)
+	return dirs, seal(ctx, u, eng, r, tmp, o)
 }
 
 // twinKey groups the files that may be copies of one another: a
@@ -151,20 +151,24 @@ func cloneTwin(ctx context.Context, src, dst string) (int64, error) {
 // slots are copies of the finished database (no slot sets hint bits or
 // freezes on a test's first read) and part of the data dir every clone
 // gets, paid for once per golden, not per test.
-func makeSlots(ctx context.Context, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, o Options) error {
+func makeSlots(ctx context.Context, eng engine.Engine, srv *engine.Server, r *recipe.Recipe, o Options) ([]string, error) {
 	names := SlotNames(r.Fresh.Slots)
 	if len(names) == 0 {
-		return nil
+		return nil, nil
 	}
 	sm, ok := eng.(engine.SlotMaker)
 	if !ok {
-		return errs.Unsupported("[fresh] slots: %s cannot copy a database inside its server; remove slots from the recipe", eng.Name())
+		return nil, errs.Unsupported("[fresh] slots: %s cannot copy a database inside its server; remove slots from the recipe", eng.Name())
 	}
 	o.Progress.Step(fmt.Sprintf("make %d slots", len(names)))
-	if err := sm.MakeSlots(ctx, srv, names); err != nil {
-		return fmt.Errorf("make slots: %w", err)
+	dirs, err := sm.MakeSlots(ctx, srv, names)
+	if err != nil {
+		return nil, fmt.Errorf("make slots: %w", err)
 	}
-	return nil
+	if len(dirs) != len(names) {
+		return nil, fmt.Errorf("make slots: %s said where %d of %d slots are", eng.Name(), len(dirs), len(names))
+	}
+	return dirs, nil
 }
 
 // shareIdentical makes the regular files of data that have the same

@@ -234,7 +234,8 @@ func publishStep(ctx context.Context, s *store.Store, eng engine.Engine, r *reci
 		return fmt.Errorf("checksum intermediate golden: %w", err)
 	}
 	m := stepManifest(eng, r, version, inputs, p, i)
-	m.BuildSeconds, m.TotalBytes, m.Files = time.Since(start).Seconds(), total, files
+	m.BuildSeconds, m.TotalBytes = time.Since(start).Seconds(), total
+	m.SetFiles(files)
 	ig, err := Publish(s, itmp, m, "step")
 	if err != nil {
 		return err
@@ -319,9 +320,13 @@ func statFiles(data string, base *Golden) map[string]copiedFile {
 	if base == nil {
 		return nil
 	}
+	files, err := base.Manifest.Files()
+	if err != nil {
+		return nil // nothing known: every file is read
+	}
 	out := map[string]copiedFile{}
 	var newest time.Time
-	for _, f := range base.Manifest.Files {
+	for _, f := range files {
 		if f.SHA256 == "" {
 			continue
 		}

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,16 +41,27 @@ func Verify(g *Golden, full bool) ([]Problem, error) {
 
 // verify is Verify on at most threads threads.
 func verify(g *Golden, full bool, threads int) ([]Problem, error) {
+	return verifyWithout(g, full, threads, nil)
+}
+
+// verifyWithout is verify with the dirs in skip (relative to the data
+// dir) left out: each is checked as an entry of its parent, nothing
+// below it.
+func verifyWithout(g *Golden, full bool, threads int, skip map[string]bool) ([]Problem, error) {
 	root := g.DataDir()
-	want := make(map[string]File, len(g.Manifest.Files))
-	for _, f := range g.Manifest.Files {
+	files, err := g.Manifest.filesWithout(skip)
+	if err != nil {
+		return nil, fmt.Errorf("verify golden %s: bad manifest: %w", short(g.Key), err)
+	}
+	want := make(map[string]File, len(files))
+	for _, f := range files {
 		want[f.Path] = f
 	}
 	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("verify golden %s: %w", short(g.Key), &os.PathError{Op: "open", Path: root, Err: err})
 	}
-	v := &verifier{root: root, want: want, full: full, seen: make(map[string]bool, len(want)),
+	v := &verifier{root: root, want: want, full: full, skip: skip, seen: make(map[string]bool, len(want)),
 		sem: make(chan struct{}, max(0, threads-1))}
 	v.wg.Add(1)
 	v.dir(fd, "")
@@ -68,7 +81,8 @@ type verifier struct {
 	root string
 	want map[string]File
 	full bool
-	sem  chan struct{} // bounds the directories read at once
+	skip map[string]bool // dirs not walked (verifyWithout)
+	sem  chan struct{}   // bounds the directories read at once
 	wg   sync.WaitGroup
 
 	mu   sync.Mutex
@@ -112,7 +126,7 @@ func (v *verifier) dir(fd int, rel string) {
 			v.problem(r, "not in the manifest (added after the build)")
 			continue
 		}
-		if !v.entry(fd, name, r, wf, &st) || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if !v.entry(fd, name, r, wf, &st) || st.Mode&unix.S_IFMT != unix.S_IFDIR || v.skip[r] {
 			continue
 		}
 		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -203,19 +217,95 @@ func orDot(rel string) string {
 // trusted for checkTTL in this process: a pool resetting and recycling
 // instances of one golden back to back would otherwise stat its 1,000+
 // files before each (35 ms of a ~100 ms reset here).
-func CheckClonable(g *Golden) error {
+func CheckClonable(g *Golden) error { return checkClonableOnce(g, false) }
+
+// CheckClonableSlotsClosed is CheckClonable for an instance that closes
+// the golden's slots (ClosableSlots): their dirs are left out, ~10,000
+// stats of a 32-slot golden's 11,300. Its server refuses every
+// connection to a closed slot, so nothing reads those files.
+func CheckClonableSlotsClosed(g *Golden) error { return checkClonableOnce(g, true) }
+
+func checkClonableOnce(g *Golden, slotsClosed bool) error {
 	if st := g.Manifest.Intermediate; st != nil {
 		return errs.Invalid("golden %s is an intermediate golden (the state after step %d of %d of %s), kept only for builds to start from; clone the recipe's golden instead", short(g.Key), st.Step, st.Steps, g.Manifest.Recipe)
 	}
-	if t, ok := checked.Load(g.Dir); ok && time.Since(t.(time.Time)) < checkTTL {
-		return nil
+	var skip map[string]bool
+	if slotsClosed {
+		_, dirs := g.ClosableSlots()
+		for _, d := range dirs {
+			if skip == nil {
+				skip = make(map[string]bool, len(dirs))
+			}
+			skip[d] = true
+		}
 	}
-	if err := checkClonable(g); err != nil {
-		checked.Delete(g.Dir)
+	// A pass of the whole golden counts for one without the slots too.
+	whole, part := checkedKey{g.Dir, false}, checkedKey{g.Dir, skip != nil}
+	for _, k := range []checkedKey{whole, part} {
+		if t, ok := checked.Load(k); ok && time.Since(t.(time.Time)) < checkTTL {
+			return nil
+		}
+	}
+	if err := checkClonable(g, skip); err != nil {
+		checked.Delete(whole)
+		checked.Delete(part)
 		return err
 	}
-	checked.Store(g.Dir, time.Now())
+	checked.Store(part, time.Now())
 	return nil
+}
+
+// checkedKey is what a pass in checked is for: a golden's dir, whole or
+// without its slots.
+type checkedKey struct {
+	dir         string
+	slotsClosed bool
+}
+
+// ClosableSlots are the slots an instance that hands none out closes (its
+// server refuses connections to them) and the dirs of their files, which
+// its check of the golden then leaves out: all of the golden's slots when
+// its manifest says where each one is, else none (a golden built before
+// slot_dirs were recorded is checked whole and its slots stay open).
+func (g *Golden) ClosableSlots() (names, dirs []string) {
+	m := g.Manifest
+	// The names go into the server's configuration: only the ones a build
+	// gives (a pulled manifest could say anything).
+	if len(m.Slots) == 0 || len(m.SlotDirs) != len(m.Slots) || !slices.Equal(m.Slots, SlotNames(len(m.Slots))) {
+		return nil, nil
+	}
+	seen := make(map[string]bool, len(m.SlotDirs))
+	for _, d := range m.SlotDirs {
+		if !slotDirPattern(d) || seen[d] {
+			return nil, nil
+		}
+		seen[d] = true
+	}
+	return m.Slots, m.SlotDirs
+}
+
+// slotDirPattern: the dir of a database the build made, base/<oid> with
+// an oid of those given to user objects (from 16384 on: never a
+// template's or the postgres database's).
+func slotDirPattern(d string) bool {
+	n, ok := strings.CutPrefix(d, "base/")
+	if !ok || n == "" || n[0] == '0' {
+		return false
+	}
+	oid, err := strconv.ParseUint(n, 10, 32)
+	return err == nil && oid >= 16384
+}
+
+// topDirs is p up to its first n components.
+func topDirs(p string, n int) string {
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' {
+			if n--; n == 0 {
+				return p[:i]
+			}
+		}
+	}
+	return p
 }
 
 // checkTTL is how long a passed CheckClonable is trusted; goldens are
@@ -223,9 +313,9 @@ func CheckClonable(g *Golden) error {
 // late damage by hand or by the disk is noticed.
 const checkTTL = 10 * time.Second
 
-var checked sync.Map // golden dir -> time.Time of the last pass
+var checked sync.Map // checkedKey -> time.Time of the last pass
 
-func checkClonable(g *Golden) error {
+func checkClonable(g *Golden, skip map[string]bool) error {
 	// Goldens published before their dir became root-only get it now.
 	if fi, err := os.Stat(g.Dir); err == nil && os.Geteuid() == 0 && fi.Mode().Perm()&0o077 != 0 {
 		_ = os.Chmod(g.Dir, 0o700)
@@ -234,7 +324,7 @@ func checkClonable(g *Golden) error {
 	// instance.Create). `up` of a 32-slot golden (11,324 files) on an
 	// idle 2-core machine, median of 9: 36.6 ms on one thread, 34.5 on
 	// two (26.8 without slots).
-	probs, err := verify(g, false, min(2, runtime.NumCPU()))
+	probs, err := verifyWithout(g, false, min(2, runtime.NumCPU()), skip)
 	if err != nil {
 		return err
 	}

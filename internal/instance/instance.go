@@ -36,6 +36,11 @@ type Options struct {
 	// Ahead: the instance is made ahead of need (a pool), beside tests
 	// that run: its clone and restore run at a lower CPU priority.
 	Ahead bool
+	// CloseSlots: no one hands this instance's slots out (only the
+	// daemon does, per fresh call), so its server refuses them and the
+	// golden is checked without their files (golden.ClosableSlots): a
+	// 32-slot golden's instance then costs what one without slots does.
+	CloseSlots bool
 
 	from *restored // Recycle: a restored clone to move in instead of cloning
 }
@@ -87,10 +92,14 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	if g.Manifest.Intermediate != nil {
 		return nil, golden.CheckClonable(g) // refused at once
 	}
+	var closed []string
+	if o.CloseSlots {
+		closed, _ = g.ClosableSlots()
+	}
 	checked := make(chan error, 1)
 	if o.from == nil { // Recycle checked it before restoring from it
 		go func() {
-			checked <- proc.Niced(proc.Background, func() error { return golden.CheckClonable(g) })
+			checked <- proc.Niced(proc.Background, func() error { return checkFor(g, closed) })
 		}()
 	} else {
 		checked <- nil
@@ -115,6 +124,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 		return nil, err
 	}
 	st := newState(s, id, eng, g, b.Name(), why, o)
+	st.Closed = closed
 	dir := st.Dir
 	in = &Instance{State: st, lock: lock}
 	defer func() {
@@ -160,7 +170,7 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 		DataDir: st.DataDir, SocketDir: sock, LogFile: filepath.Join(dir, "server.log"), RunDir: dir,
 		Listen: true, Profile: engine.ProfileTest, Settings: o.Settings, User: u,
 		Database: orDefault(o.Database, g.Manifest.Database), Owner: orDefault(o.Owner, g.Manifest.Owner),
-		Password: pw, Wrap: wrapFor(b, g, st), TryPorts: o.TryPorts,
+		Password: pw, Closed: st.Closed, Wrap: wrapFor(b, g, st), TryPorts: o.TryPorts,
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
 	})
 	if srv != nil {
@@ -184,6 +194,15 @@ func Create(ctx context.Context, s *store.Store, eng engine.Engine, g *golden.Go
 	}
 	faults.At("up:started")
 	return in, nil
+}
+
+// checkFor is the golden's check for an instance that closes the slots
+// named (none: the whole golden).
+func checkFor(g *golden.Golden, closed []string) error {
+	if len(closed) > 0 {
+		return golden.CheckClonableSlotsClosed(g)
+	}
+	return golden.CheckClonable(g)
 }
 
 // aheadOf runs fn, a walk of the whole clone, at background priority

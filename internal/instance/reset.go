@@ -95,7 +95,7 @@ func (rs *resetRun) startAgain(ctx context.Context, s *store.Store, eng engine.E
 	srv, err := eng.Start(ctx, engine.StartSpec{
 		DataDir: st.DataDir, SocketDir: old.SocketDir, LogFile: filepath.Join(st.Dir, "server.log"), RunDir: st.Dir,
 		Port: old.Port, Listen: old.Listen, Profile: engine.ProfileTest, Settings: st.Settings, User: s.UserOf(st.UID),
-		Database: old.Database, Owner: old.User, Password: password, Wrap: wrapFor(rs.b, rs.g, st),
+		Database: old.Database, Owner: old.User, Password: password, Closed: st.Closed, Wrap: wrapFor(rs.b, rs.g, st),
 		OnLaunch: func(srv *engine.Server) error { st.Server = srv; return st.save() },
 	})
 	if srv != nil {
@@ -120,7 +120,7 @@ func resettable(st *State, g *golden.Golden) (backend.Backend, error) {
 	if g.Key != st.Key {
 		return nil, errs.Invalid("instance %s is a clone of golden %s, not %s", st.ID, golden.Short(st.Key), golden.Short(g.Key))
 	}
-	if err := golden.CheckClonable(g); err != nil {
+	if err := checkFor(g, st.Closed); err != nil {
 		return nil, err
 	}
 	return backend.Get(st.Backend)

@@ -97,10 +97,15 @@ func makeOld(t *testing.T, g *golden.Golden) {
 	}
 	m := *g.Manifest
 	m.GroupShared = false
-	m.Files = append([]golden.File(nil), g.Manifest.Files...)
-	for i := range m.Files {
-		m.Files[i].Mode &^= 0o070
+	all, err := g.Manifest.Files()
+	if err != nil {
+		t.Fatal(err)
 	}
+	files := append([]golden.File(nil), all...)
+	for i := range files {
+		files[i].Mode &^= 0o070
+	}
+	m.SetFiles(files)
 	data, err := json.MarshalIndent(&m, "", "  ")
 	if err != nil {
 		t.Fatal(err)

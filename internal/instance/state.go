@@ -57,8 +57,11 @@ type State struct {
 	// What Reset needs to start the server again as it was.
 	Recipe   string            `json:"recipe,omitempty"` // absolute path, for `dbfork reset`
 	Settings map[string]string `json:"settings,omitempty"`
-	Resets   int               `json:"resets,omitempty"`
-	ResetMs  float64           `json:"reset_ms,omitempty"` // the last reset
+	// Closed are the golden's slots this instance's server refuses
+	// (Options.CloseSlots), on every start.
+	Closed  []string `json:"closed_databases,omitempty"`
+	Resets  int      `json:"resets,omitempty"`
+	ResetMs float64  `json:"reset_ms,omitempty"` // the last reset
 	// ResetSteps: where the last reset's time went (ms per step).
 	ResetSteps map[string]float64 `json:"reset_steps_ms,omitempty"`
 	// Restored: what the last restore of the clone redid (restore.go).

@@ -32,8 +32,12 @@ func checkSizes(s *store.Store, m *golden.Manifest, max int64) error {
 	if max <= 0 {
 		max = DefaultMaxBytes
 	}
+	files, err := m.Files()
+	if err != nil {
+		return errs.Invalid("golden %s: bad manifest: %v", golden.Short(m.Key), err)
+	}
 	var total int64
-	for _, f := range m.Files {
+	for _, f := range files {
 		if fs.FileMode(f.Mode).IsRegular() {
 			total += f.Size
 			if total < 0 || total > max {
@@ -95,8 +99,12 @@ func checkArtifact(dir int, eng engine.Engine, m *golden.Manifest) error {
 	// Every entry, not only regular files: a server also reads a config
 	// through a symlink, and takes a signal "file" that is a directory.
 	// Reading either fails (no symlinks are followed), which refuses it.
-	files := make([]string, 0, len(m.Files))
-	for _, f := range m.Files {
+	list, err := m.Files()
+	if err != nil {
+		return errs.Invalid("golden %s: bad manifest: %v", golden.Short(m.Key), err)
+	}
+	files := make([]string, 0, len(list))
+	for _, f := range list {
 		files = append(files, f.Path)
 	}
 	read := func(rel string) ([]byte, error) {

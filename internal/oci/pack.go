@@ -69,7 +69,11 @@ func Pack(ctx context.Context, s *store.Store, g *golden.Golden, sink Sink, o Pa
 	if err != nil {
 		return nil, nil, fmt.Errorf("read golden manifest: %w", err)
 	}
-	plans := planLayers(g.Manifest.Files, o.LargeFile)
+	files, err := g.Manifest.Files()
+	if err != nil {
+		return nil, nil, fmt.Errorf("golden %s: bad manifest: %w", golden.Short(g.Key), err)
+	}
+	plans := planLayers(files, o.LargeFile)
 	st := &Stats{Layers: len(plans), Uncompressed: g.Manifest.TotalBytes}
 	cache := openLayerCache(s)
 	defer cache.save()
@@ -129,6 +133,7 @@ func Pack(ctx context.Context, s *store.Store, g *golden.Golden, sink Sink, o Pa
 }
 
 func artifactAnnotations(m *golden.Manifest) map[string]string {
+	files, _ := m.Files() // read by Pack before
 	return map[string]string{
 		AnnoKey:        m.Key,
 		AnnoEngine:     m.Engine,
@@ -136,7 +141,7 @@ func artifactAnnotations(m *golden.Manifest) map[string]string {
 		AnnoPlatform:   Platform(),
 		AnnoFormat:     strconv.Itoa(m.Format),
 		AnnoTotalBytes: strconv.FormatInt(m.TotalBytes, 10),
-		AnnoFiles:      strconv.Itoa(len(m.Files)),
+		AnnoFiles:      strconv.Itoa(len(files)),
 		annoCreated:    m.Created.UTC().Format(time.RFC3339),
 	}
 }

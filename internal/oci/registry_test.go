@@ -162,7 +162,7 @@ func TestPushPullExportImport(t *testing.T) {
 	// positions out of pages loaded in their creating transaction), so
 	// its layer is shared.
 	var biggest golden.File
-	for _, f := range g2.Manifest.Files {
+	for _, f := range filesOf(t, g2.Manifest) {
 		if f.Size > biggest.Size {
 			biggest = f
 		}
@@ -325,7 +325,7 @@ func onlyChangedLayersSent(t *testing.T, reg *ocitest.Registry, g1, g2 *golden.G
 	t.Helper()
 	ctx := context.Background()
 	old := map[string]string{}
-	for _, f := range g1.Manifest.Files {
+	for _, f := range filesOf(t, g1.Manifest) {
 		old[f.Path] = f.SHA256
 	}
 	sent := map[string]bool{}
@@ -333,7 +333,7 @@ func onlyChangedLayersSent(t *testing.T, reg *ocitest.Registry, g1, g2 *golden.G
 		sent[d] = true
 	}
 	unchanged := 0
-	for _, p := range planLayers(g2.Manifest.Files, testLargeFile) {
+	for _, p := range planLayers(filesOf(t, g2.Manifest), testLargeFile) {
 		var buf bytes.Buffer
 		desc, err := writeLayer(ctx, g2.DataDir(), p, &buf)
 		if err != nil {

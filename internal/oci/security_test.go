@@ -147,7 +147,7 @@ func TestPulledServerConfigRefused(t *testing.T) {
 		"signal dir":       {Path: "recovery.signal", Mode: uint32(os.ModeDir | 0o700)},
 	} {
 		m := bigManifest()
-		m.Files = append(m.Files, f)
+		m.SetFiles(append(filesOf(t, m), f))
 		_, err := Unpack(ctx, unpackStore(t), artifactFor(t, m), "x", UnpackOptions{Check: openEngine})
 		t.Logf("%s: %v", name, err)
 		oneLine(t, err, errs.ErrInvalid, f.Path)
@@ -171,15 +171,16 @@ func TestPulledServerConfigRefused(t *testing.T) {
 // bigManifest is a golden manifest of one directory and files of the
 // given sizes (their sha256 made up unless given).
 func bigManifest(files ...golden.File) *golden.Manifest {
-	m := &golden.Manifest{Key: strings.Repeat("ab", 32), Engine: "postgres", EngineVersion: "test",
-		Files: []golden.File{{Path: "base", Mode: uint32(os.ModeDir | 0o700)}}}
+	m := &golden.Manifest{Key: strings.Repeat("ab", 32), Engine: "postgres", EngineVersion: "test"}
+	list := []golden.File{{Path: "base", Mode: uint32(os.ModeDir | 0o700)}}
 	for _, f := range files {
 		f.Mode = 0o600
 		if f.SHA256 == "" {
 			f.SHA256 = strings.Repeat("0", 64)
 		}
-		m.Files = append(m.Files, f)
+		list = append(list, f)
 	}
+	m.SetFiles(list)
 	return m
 }
 
@@ -273,7 +274,7 @@ func workDirRootOnly(t *testing.T) {
 	data := content(11, 70000)
 	sum := sha256.Sum256(data)
 	m := bigManifest(golden.File{Path: "base/a", Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
-	m.Files[0].Mode = uint32(os.ModeDir | 0o777)
+	filesOf(t, m)[0].Mode = uint32(os.ModeDir | 0o777)
 	src := artifactFor(t, m, layerBlob(t, tarEntry{path: "base/a", data: data}))
 	s := unpackStore(t)
 	hooked := false

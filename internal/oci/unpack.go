@@ -95,6 +95,7 @@ type artifact struct {
 	desc   ocispec.Descriptor
 	man    ocispec.Manifest
 	golden *golden.Manifest
+	files  []golden.File // golden's, decoded with it
 }
 
 // Unpack fetches the artifact ref names from src into store s, verified,
@@ -178,7 +179,10 @@ func fetchArtifact(ctx context.Context, src Source, ref string) (*artifact, erro
 	if k := a.golden.Key; !golden.ValidKey(k) || k != a.man.Annotations[AnnoKey] {
 		return nil, errs.Invalid("%s: the golden manifest's key %q differs from the artifact's %q", ref, k, a.man.Annotations[AnnoKey])
 	}
-	if err := checkFiles(a.golden.Files); err != nil {
+	if a.files, err = a.golden.Files(); err != nil {
+		return nil, errs.Invalid("%s: bad golden manifest: %w", ref, err)
+	}
+	if err := checkFiles(a.files); err != nil {
 		return nil, errs.Invalid("%s: %w", ref, err)
 	}
 	return a, nil
@@ -231,14 +235,14 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 		return nil, 0, err
 	}
 	defer unix.Close(dir)
-	if err := makeTree(dir, a.golden.Files); err != nil {
+	if err := makeTree(dir, a.files); err != nil {
 		return nil, 0, err
 	}
 	if testHookTree != nil {
 		testHookTree(tmp)
 	}
 	x := &extraction{dir: dir, want: map[string]golden.File{}, sums: newFileSums()}
-	for _, f := range a.golden.Files {
+	for _, f := range a.files {
 		if fs.FileMode(f.Mode).IsRegular() {
 			x.want[f.Path] = f
 		}
@@ -271,7 +275,7 @@ func unpackLocked(ctx context.Context, s *store.Store, src Source, a *artifact, 
 			return nil, n, err
 		}
 	}
-	if err := finishTree(dir, a.golden.Files, s.User); err != nil {
+	if err := finishTree(dir, a.files, s.User); err != nil {
 		return nil, n, err
 	}
 	faults.At("pull:downloaded")

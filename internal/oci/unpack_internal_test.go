@@ -89,13 +89,24 @@ func layerBlob(t *testing.T, entries ...tarEntry) []byte {
 func artifactOf(t *testing.T, files map[string][]byte, layers ...[]byte) *memSource {
 	t.Helper()
 	key := strings.Repeat("ab", 32)
-	m := &golden.Manifest{Key: key, Engine: "postgres", EngineVersion: "test",
-		Files: []golden.File{{Path: "base", Mode: uint32(os.ModeDir | 0o700)}}}
+	m := &golden.Manifest{Key: key, Engine: "postgres", EngineVersion: "test"}
+	list := []golden.File{{Path: "base", Mode: uint32(os.ModeDir | 0o700)}}
 	for p, c := range files {
 		sum := sha256.Sum256(c)
-		m.Files = append(m.Files, golden.File{Path: p, Size: int64(len(c)), Mode: 0o600, SHA256: hex.EncodeToString(sum[:])})
+		list = append(list, golden.File{Path: p, Size: int64(len(c)), Mode: 0o600, SHA256: hex.EncodeToString(sum[:])})
 	}
+	m.SetFiles(list)
 	return artifactFor(t, m, layers...)
+}
+
+// filesOf is m's file list (the test fails when it cannot be read).
+func filesOf(t *testing.T, m *golden.Manifest) []golden.File {
+	t.Helper()
+	files, err := m.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
 
 // artifactFor makes an artifact of golden manifest m with the given

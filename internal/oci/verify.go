@@ -80,7 +80,11 @@ func verifyPulled(dir string, m *golden.Manifest, sums *fileSums, copies map[str
 		read[p] = sum
 		return sum, err
 	}
-	for _, f := range m.Files {
+	files, err := m.Files()
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
 		if !fs.FileMode(f.Mode).IsRegular() {
 			continue
 		}

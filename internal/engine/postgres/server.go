@@ -73,7 +73,7 @@ func (p *Postgres) startOnce(ctx context.Context, spec engine.StartSpec, port in
 			settings["io_method"] = "sync"
 		}
 	}
-	if spec.Password != "" {
+	if spec.Password != "" || len(spec.Closed) > 0 {
 		// TCP logins need the instance's password; the unix socket (in a
 		// 0700 dir) stays trusted for the server user and root.
 		hba, err := writeHBA(spec)
@@ -206,14 +206,42 @@ var dbStates = []string{"starting up", "shut down", "shut down in recovery", "sh
 
 const dbShutdowned = 1
 
+// plainName: lower-case letters, digits and '_', not a keyword of
+// pg_hba.conf's database field; written there as it is.
+func plainName(db string) bool {
+	switch db {
+	case "", "all", "sameuser", "samerole", "samegroup", "replication":
+		return false
+	}
+	for _, c := range db {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
 func writeHBA(spec engine.StartSpec) (string, error) {
 	if spec.RunDir == "" {
-		return "", errors.New("a password needs StartSpec.RunDir for pg_hba.conf")
+		return "", errors.New("a password or closed databases need StartSpec.RunDir for pg_hba.conf")
 	}
 	p := filepath.Join(spec.RunDir, "pg_hba.conf")
-	body := "# written by dbfork for this instance\n" +
-		"local all all trust\n" +
-		"host all all 127.0.0.1/32 scram-sha-256\n"
+	body := "# written by dbfork for this instance\n"
+	if len(spec.Closed) > 0 {
+		for _, db := range spec.Closed {
+			if !plainName(db) {
+				return "", fmt.Errorf("database name %q cannot be closed in pg_hba.conf", db)
+			}
+		}
+		list := strings.Join(spec.Closed, ",")
+		body += "# the golden's slots: no one hands them out from this instance (only dbfork serve does)\n" +
+			"local " + list + " all reject\n" +
+			"host " + list + " all all reject\n"
+	}
+	body += "local all all trust\n"
+	if spec.Password != "" {
+		body += "host all all 127.0.0.1/32 scram-sha-256\n"
+	}
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 		return "", err
 	}

@@ -12,14 +12,15 @@ import (
 // sessions, so those (a run step's leftovers) are ended first. On
 // PostgreSQL 18 the copy asks for file_copy_method = clone, a reflink
 // where the store shares extents; where it cannot clone, it copies.
-func (p *Postgres) MakeSlots(ctx context.Context, srv *engine.Server, names []string) error {
+// Each slot's files are in base/<its database's oid>.
+func (p *Postgres) MakeSlots(ctx context.Context, srv *engine.Server, names []string) ([]string, error) {
 	c, err := connect(ctx, srv, "template1")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer c.Close(context.Background())
 	if _, err := c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", srv.Database); err != nil {
-		return err
+		return nil, err
 	}
 	clone := p.major() >= 18
 	if clone {
@@ -37,10 +38,18 @@ func (p *Postgres) MakeSlots(ctx context.Context, srv *engine.Server, names []st
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("create slot database %s: %w", name, err)
+			return nil, fmt.Errorf("create slot database %s: %w", name, err)
 		}
 	}
-	return nil
+	dirs := make([]string, len(names))
+	for i, name := range names {
+		var oid uint32
+		if err := c.QueryRow(ctx, "SELECT oid FROM pg_database WHERE datname = $1", name).Scan(&oid); err != nil {
+			return nil, fmt.Errorf("find slot database %s: %w", name, err)
+		}
+		dirs[i] = fmt.Sprintf("base/%d", oid)
+	}
+	return dirs, nil
 }
 
 // WALPosition is the server's WAL insert position: every change to a
