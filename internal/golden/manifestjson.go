@@ -45,8 +45,8 @@ type fileList struct {
 	// after all others (slotFilesLast).
 	slotsLast bool
 	once      sync.Once
-	files []File
-	err   error
+	files     []File
+	err       error
 }
 
 func (l *fileList) all() ([]File, error) {
