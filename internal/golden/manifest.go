@@ -102,13 +102,16 @@ func (m *Manifest) SetFiles(files []File) { m.files, m.list = files, nil }
 // list, which MarshalJSON and UnmarshalJSON add).
 type manifestFields Manifest
 
-// MarshalJSON writes the manifest with its file list last: everything
-// else comes first, a few hundred bytes, however long the list.
+// MarshalJSON writes the manifest with its file list last (everything
+// else comes first, a few hundred bytes, however long the list), and the
+// slots' files at the end of the list (slotFilesLast), whoever made it:
+// decodeManifest counts on both when slot_dirs come first.
 func (m Manifest) MarshalJSON() ([]byte, error) {
 	files, err := m.Files()
 	if err != nil {
 		return nil, err
 	}
+	files = slotFilesLast(files, m.SlotDirs)
 	if files == nil {
 		files = []File{}
 	}

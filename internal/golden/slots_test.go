@@ -45,6 +45,30 @@ func TestBuildSlots(t *testing.T) {
 	if res.Golden.Key == plain.Golden.Key || !slices.Equal(m.Slots, []string{"slot_000", "slot_001", "slot_002"}) {
 		t.Fatalf("key %s (without slots %s), slots %v", res.Golden.Key, plain.Golden.Key, m.Slots)
 	}
+	// Where each slot's files are, and those files at the end of the
+	// list (a check that leaves the slots out stops at the first).
+	if len(m.SlotDirs) != 3 {
+		t.Fatalf("slot dirs %v, want one per slot", m.SlotDirs)
+	}
+	inSlot := func(p string) bool {
+		for _, d := range m.SlotDirs {
+			if strings.HasPrefix(p, d+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	list, seenSlot := listOf(t, m), false
+	for _, f := range list {
+		if inSlot(f.Path) {
+			seenSlot = true
+		} else if seenSlot {
+			t.Fatalf("%s is listed after a slot's files", f.Path)
+		}
+	}
+	if !seenSlot || !inSlot(list[len(list)-1].Path) {
+		t.Fatalf("no file of the slot dirs %v in the list", m.SlotDirs)
+	}
 	for _, db := range append([]string{"shop"}, m.Slots...) {
 		withServer(t, pg, res.Golden.DataDir(), s, db, func(env []string) {
 			out, err := psqlOut(env, "select count(*) from items")
