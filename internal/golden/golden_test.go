@@ -61,7 +61,7 @@ func TestBuildCachesAndRebuildsOnChange(t *testing.T) {
 		t.Fatal("first build did not build")
 	}
 	m := res.Golden.Manifest
-	files := listOf(t, m)
+	files := golden.FilesOf(t, m)
 	if m.Key != res.Golden.Key || len(files) < 100 || m.TotalBytes == 0 || len(m.Inputs) != 2 || !strings.Contains(m.EngineVersion, "PostgreSQL") {
 		t.Fatalf("manifest incomplete: key %s files %d bytes %d inputs %d version %q", m.Key, len(files), m.TotalBytes, len(m.Inputs), m.EngineVersion)
 	}

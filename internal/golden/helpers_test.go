@@ -12,7 +12,6 @@ import (
 	"github.com/dbfork/dbfork/internal/backend"
 	"github.com/dbfork/dbfork/internal/engine"
 	"github.com/dbfork/dbfork/internal/engine/postgres"
-	"github.com/dbfork/dbfork/internal/golden"
 	"github.com/dbfork/dbfork/internal/store"
 	"github.com/dbfork/dbfork/internal/testenv"
 )
@@ -74,14 +73,4 @@ func countRows(t *testing.T, pg *postgres.Postgres, goldenData string, s *store.
 		fmt.Sscan(strings.TrimSpace(string(out)), &n)
 	})
 	return n
-}
-
-// listOf is m's file list (the test fails when it cannot be read).
-func listOf(t *testing.T, m *golden.Manifest) []golden.File {
-	t.Helper()
-	files, err := m.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
 }

@@ -389,11 +389,7 @@ func (r *jsonReader) integer(bits int, signed bool) (int64, error) {
 }
 
 // files reads a manifest's file list; ok is false for anything but an
-// array of objects with the fields File has (others skipped). A long
-// list is read as two halves at once (a 32-slot golden's 1.9 MB list:
-// 5 ms on one core, and `dbfork up` waits for it): the second half from
-// an entry's start guessed near the middle, a guess that counts only
-// when the reading of the first half arrives exactly there.
+// array of objects with the fields File has (others skipped).
 func (r *jsonReader) files() ([]File, bool) {
 	if !r.next('[') {
 		return nil, false
@@ -401,72 +397,19 @@ func (r *jsonReader) files() ([]File, bool) {
 	if r.next(']') {
 		return []File{}, true
 	}
-	if half := r.middleEntry(); half > 0 && !r.stopAtSkipped {
-		type part struct {
-			files []File
-			end   int
-			ok    bool
-		}
-		second := make(chan part, 1)
-		go func() {
-			q := &jsonReader{b: r.b, s: r.s, i: half, skipDirs: r.skipDirs}
-			files, _, ok := q.entries(make([]File, 0, (len(r.b)-half)/150+1), -1)
-			second <- part{files, q.i, ok}
-		}()
-		files, atHalf, ok := r.entries(make([]File, 0, (len(r.b)-r.i)/150+1), half)
-		p := <-second
-		switch {
-		case !ok:
-			return nil, false
-		case !atHalf:
-			return files, true // the guess was inside an entry: read whole
-		case !p.ok:
-			return nil, false
-		}
-		r.i = p.end
-		return append(files, p.files...), true
-	}
 	n := (len(r.b)-r.i)/150 + 1
 	if r.stopAtSkipped {
 		n = min(n, 1024) // most of the list is the slots' files, not read
 	}
-	files, _, ok := r.entries(make([]File, 0, n), -1)
-	return files, ok
+	return r.entries(make([]File, 0, n))
 }
 
-// middleEntry guesses where an entry of the list begins near the middle
-// of what is left ("}" "," "{" with white space between), or 0 for a
-// list too short to split.
-func (r *jsonReader) middleEntry() int {
-	const minSplit = 64 << 10
-	if len(r.b)-r.i < minSplit {
-		return 0
-	}
-	at := r.i + (len(r.b)-r.i)/2
-	for tries := 0; tries < 64; tries++ {
-		n := bytes.IndexByte(r.b[at:], '}')
-		if n < 0 {
-			return 0
-		}
-		q := &jsonReader{b: r.b, i: at + n + 1}
-		if q.next(',') && q.next('{') {
-			return q.i - 1
-		}
-		at += n + 1
-	}
-	return 0
-}
-
-// entries reads the list's entries from r.i on, up to and past its "]".
-// With stop >= 0 it stops where an entry begins at stop (atStop, r.i =
-// stop); an entry that does not begin there is read on to the end.
-func (r *jsonReader) entries(files []File, stop int) (_ []File, atStop, ok bool) {
+// entries reads the list's entries from r.i on, up to and past its "]"
+// (or, with stopAtSkipped, up to the first entry below a skipped dir).
+func (r *jsonReader) entries(files []File) ([]File, bool) {
 	for {
-		if stop >= 0 && r.i == stop {
-			return files, true, true
-		}
 		if !r.next('{') {
-			return nil, false, false
+			return nil, false
 		}
 		var f File
 		leave := false // below a dir left out (skipDirs)
@@ -474,18 +417,18 @@ func (r *jsonReader) entries(files []File, stop int) (_ []File, atStop, ok bool)
 			for first := true; ; first = false {
 				key, err := r.key()
 				if err != nil || !r.next(':') {
-					return nil, false, false
+					return nil, false
 				}
-				r.space()
-				valueAt := r.i
 				switch string(key) { // compared without a copy
 
 				case "path":
 					if r.skipDirs != nil && first {
+						r.space()
+						valueAt := r.i
 						if p, perr := r.key(); perr == nil && below(string(p), r.skipDirs) {
 							if r.stopAtSkipped {
 								r.stopped = true
-								return files, false, true
+								return files, true
 							}
 							leave = true
 							err = r.skipRest()
@@ -508,13 +451,13 @@ func (r *jsonReader) entries(files []File, stop int) (_ []File, atStop, ok bool)
 					err = r.skip()
 				}
 				if err != nil {
-					return nil, false, false
+					return nil, false
 				}
 				if leave || r.next('}') {
 					break
 				}
 				if !r.next(',') {
-					return nil, false, false
+					return nil, false
 				}
 			}
 		}
@@ -522,12 +465,11 @@ func (r *jsonReader) entries(files []File, stop int) (_ []File, atStop, ok bool)
 			files = append(files, f)
 		}
 		if r.next(']') {
-			return files, false, true
+			return files, true
 		}
 		if !r.next(',') {
-			return nil, false, false
+			return nil, false
 		}
-		r.space()
 	}
 }
 

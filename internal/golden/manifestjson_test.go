@@ -76,7 +76,7 @@ func TestDecodeManifestAgreesWithEncodingJSON(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		n := rng.Intn(50)
 		if i%20 == 0 {
-			n = 3000 // long enough to be read in two halves
+			n = 3000 // a long list, the size of a slot golden's
 		}
 		m := randomManifest(rng, n)
 		for _, indent := range []bool{true, false} {

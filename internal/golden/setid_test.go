@@ -63,7 +63,7 @@ func TestBuildStripsSetIDBits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range listOf(t, res.Golden.Manifest) {
+	for _, f := range golden.FilesOf(t, res.Golden.Manifest) {
 		if fs.FileMode(f.Mode)&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
 			t.Errorf("manifest records %s with mode %v", f.Path, fs.FileMode(f.Mode))
 		}
@@ -113,7 +113,7 @@ func TestSetIDGoldenIsRefused(t *testing.T) {
 	if err != nil || fi.Mode()&fs.ModeSetuid == 0 {
 		t.Fatalf("could not make the golden's file setuid: %v %v", fi.Mode(), err)
 	}
-	files := listOf(t, g.Manifest)
+	files := golden.FilesOf(t, g.Manifest)
 	for i := range files {
 		if files[i].Path == "PG_VERSION" {
 			files[i].Mode = uint32(fi.Mode())

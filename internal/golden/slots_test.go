@@ -58,7 +58,7 @@ func TestBuildSlots(t *testing.T) {
 		}
 		return false
 	}
-	list, seenSlot := listOf(t, m), false
+	list, seenSlot := golden.FilesOf(t, m), false
 	for _, f := range list {
 		if inSlot(f.Path) {
 			seenSlot = true
@@ -80,13 +80,13 @@ func TestBuildSlots(t *testing.T) {
 	// The biggest file of the database and its copies in each slot
 	// (same size and content): shared extents.
 	var top golden.File
-	for _, f := range listOf(t, m) {
+	for _, f := range golden.FilesOf(t, m) {
 		if f.Size > top.Size && strings.HasPrefix(f.Path, "base/") {
 			top = f
 		}
 	}
 	var big []string
-	for _, f := range listOf(t, m) {
+	for _, f := range golden.FilesOf(t, m) {
 		if f.SHA256 == top.SHA256 {
 			big = append(big, f.Path)
 		}
@@ -182,8 +182,8 @@ func TestBuildSlotsWithKeptSteps(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no kept state after step 1: %v", err)
 	}
-	if n := databaseDirs(listOf(t, inter.Manifest)); n != databaseDirs(listOf(t, first.Golden.Manifest))-2 {
-		t.Fatalf("the kept state after step 1 has %d database dirs, the golden %d: slots were made before the last step", n, databaseDirs(listOf(t, first.Golden.Manifest)))
+	if n := databaseDirs(golden.FilesOf(t, inter.Manifest)); n != databaseDirs(golden.FilesOf(t, first.Golden.Manifest))-2 {
+		t.Fatalf("the kept state after step 1 has %d database dirs, the golden %d: slots were made before the last step", n, databaseDirs(golden.FilesOf(t, first.Golden.Manifest)))
 	}
 	// The migration changes: the rebuild starts from the kept state and
 	// makes the slots again, of the new migration's data.

@@ -1,0 +1,4 @@
+package golden
+
+// FilesOf is filesOf for the package's external tests.
+var FilesOf = filesOf
